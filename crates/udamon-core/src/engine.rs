@@ -1,0 +1,348 @@
+//! The kdamond loop on a logical clock.
+
+use rand::{Rng, RngExt};
+
+use crate::adapt;
+use crate::feedback;
+use crate::ops::{Operations, SampleWindow};
+use crate::region::Target;
+use crate::snapshot::{RegionSnapshot, Snapshot, TargetSnapshot};
+use crate::vaddr;
+use crate::{Attrs, Error, Monitor, MIN_REGION_SZ};
+
+/// How regions change over time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Adaptation {
+    /// DAMON's adaptive regions: merge similar neighbours, split at random.
+    Adaptive,
+    /// Static sampling, the papers' baseline: about this many equal regions,
+    /// never merged or split (ages are still kept).
+    Fixed(u32),
+}
+
+/// Our implementation of DAMON's monitor: one context, its targets, and the
+/// tick counters of the kernel's main loop (section 2 of the spec), counted
+/// in sampling intervals ("sis").
+pub struct Engine<O, R> {
+    attrs: Attrs,
+    ops: O,
+    targets: Vec<Target>,
+    rng: R,
+    adaptation: Adaptation,
+    min_sz: u64,
+    /// Sampling intervals passed since start.
+    passed: u64,
+    next_aggr: u64,
+    next_update: u64,
+    next_tune: u64,
+    /// `aggr / sample` fixed when the user set the attributes; interval tuning
+    /// keeps it constant.
+    aggr_samples: u64,
+    sz_limit: u64,
+    last_nr_regions: usize,
+    now_us: u64,
+    window_start_us: u64,
+    accessed: Vec<bool>,
+}
+
+impl<O: Operations, R: Rng> Engine<O, R> {
+    /// Builds a monitor over `targets` with adaptive regions. Targets without
+    /// regions get the ranges their ops report, split evenly into about
+    /// `min_nr_regions` regions.
+    pub fn new(attrs: Attrs, ops: O, targets: Vec<Target>, rng: R) -> Result<Self, Error> {
+        Self::with_adaptation(attrs, ops, targets, rng, Adaptation::Adaptive)
+    }
+
+    pub fn with_adaptation(
+        attrs: Attrs,
+        mut ops: O,
+        mut targets: Vec<Target>,
+        rng: R,
+        adaptation: Adaptation,
+    ) -> Result<Self, Error> {
+        attrs.validate()?;
+        let min_sz = MIN_REGION_SZ;
+        let nr_init = match adaptation {
+            Adaptation::Adaptive => attrs.min_nr_regions,
+            Adaptation::Fixed(n) => n.max(1),
+        };
+        for (i, t) in targets.iter_mut().enumerate() {
+            if t.regions.is_empty() {
+                if let Some(ranges) = ops.target_ranges(i, t) {
+                    t.regions = vaddr::even_regions(&ranges, nr_init, min_sz);
+                }
+            }
+        }
+        if targets.iter().all(|t| t.regions.is_empty()) {
+            return Err(Error::NoRegions);
+        }
+        let mut engine = Self {
+            attrs,
+            ops,
+            targets,
+            rng,
+            adaptation,
+            min_sz,
+            passed: 0,
+            next_aggr: attrs.aggr_samples(),
+            next_update: attrs.update_samples(),
+            next_tune: attrs.aggr_samples() * u64::from(attrs.intervals_goal.aggrs),
+            aggr_samples: attrs.aggr_samples(),
+            sz_limit: 0,
+            last_nr_regions: 0,
+            now_us: 0,
+            window_start_us: 0,
+            accessed: Vec::new(),
+        };
+        engine.sz_limit = engine.region_size_limit();
+        Ok(engine)
+    }
+
+    pub fn targets(&self) -> &[Target] {
+        &self.targets
+    }
+
+    pub fn ops(&self) -> &O {
+        &self.ops
+    }
+
+    pub fn ops_mut(&mut self) -> &mut O {
+        &mut self.ops
+    }
+
+    /// Total regions over all targets.
+    pub fn nr_regions(&self) -> usize {
+        self.targets.iter().map(|t| t.regions.len()).sum()
+    }
+
+    /// `sum of region sizes / min_nr_regions`, at least one page: merges never
+    /// build a region bigger than this, which keeps at least about
+    /// `min_nr_regions` regions.
+    fn region_size_limit(&self) -> u64 {
+        let total: u64 = self.targets.iter().map(Target::sz_regions).sum();
+        (total / u64::from(self.attrs.min_nr_regions)).max(self.min_sz)
+    }
+
+    fn adaptive(&self) -> bool {
+        self.adaptation == Adaptation::Adaptive
+    }
+
+    /// One sampling interval. Returns the snapshot when it ends an
+    /// aggregation window.
+    pub fn tick(&mut self) -> Option<Snapshot> {
+        let (na, nu) = (self.next_aggr, self.next_update);
+
+        // Prepare: one random address per region.
+        for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            r.sampling_addr = self.rng.random_range(r.ar.start..r.ar.end);
+        }
+        let window = SampleWindow {
+            start_us: self.now_us,
+            end_us: self.now_us + self.attrs.sample_us,
+        };
+        self.ops.prepare_access_checks(&self.targets, window);
+        self.now_us = window.end_us;
+        self.passed += 1;
+
+        // Check and count.
+        self.ops
+            .check_accesses(&self.targets, window, &mut self.accessed);
+        let len = self.attrs.max_nr_accesses().max(1);
+        let mut max_nr = 0;
+        let mut acc = self.accessed.iter();
+        for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            let hit = *acc.next().unwrap_or(&false);
+            // Pseudo moving sum: drop 1/len of the last window's total, add this sample.
+            r.nr_accesses_bp = r
+                .nr_accesses_bp
+                .saturating_sub(r.last_nr_accesses.saturating_mul(10_000) / len);
+            if hit {
+                r.nr_accesses_bp = r.nr_accesses_bp.saturating_add(10_000);
+                r.nr_accesses += 1;
+            }
+            max_nr = max_nr.max(r.nr_accesses);
+        }
+
+        let mut snapshot = None;
+        if self.passed >= na {
+            if self.adaptive() {
+                adapt::merge_regions(
+                    &mut self.targets,
+                    max_nr,
+                    self.sz_limit,
+                    self.attrs.max_nr_regions,
+                    self.attrs.max_nr_accesses(),
+                );
+            } else {
+                adapt::age_regions(&mut self.targets, max_nr);
+            }
+            if self.attrs.intervals_goal.aggrs != 0 && self.passed >= self.next_tune {
+                self.next_tune += self.aggr_samples * u64::from(self.attrs.intervals_goal.aggrs);
+                self.tune_intervals();
+            }
+            self.next_aggr = na + self.attrs.aggr_samples();
+            // Taken after tuning, like the kernel's tracepoint: ages are then in
+            // the new aggregation interval, which the snapshot carries.
+            snapshot = Some(self.take_snapshot());
+            self.reset_aggregated();
+            if self.adaptive() {
+                self.last_nr_regions = adapt::split_regions(
+                    &mut self.targets,
+                    self.attrs.max_nr_regions,
+                    self.last_nr_regions,
+                    self.min_sz,
+                    &mut self.rng,
+                );
+            }
+        }
+        if self.passed >= nu {
+            self.next_update = nu + self.attrs.update_samples();
+            self.update_ranges();
+        }
+        snapshot
+    }
+
+    fn take_snapshot(&mut self) -> Snapshot {
+        let attrs = self.attrs;
+        let snap = Snapshot {
+            start_us: self.window_start_us,
+            end_us: self.now_us,
+            sample_us: attrs.sample_us,
+            aggr_us: attrs.aggr_us,
+            targets: self
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| TargetSnapshot {
+                    target_idx: i as u32,
+                    regions: t
+                        .regions
+                        .iter()
+                        .map(|r| RegionSnapshot {
+                            start: r.ar.start,
+                            end: r.ar.end,
+                            nr_accesses: r.nr_accesses,
+                            age: r.age,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        self.window_start_us = self.now_us;
+        snap
+    }
+
+    fn reset_aggregated(&mut self) {
+        for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            // Wipe the moving sum's rounding residue, as the kernel does.
+            r.nr_accesses_bp = r.nr_accesses.saturating_mul(10_000);
+            r.last_nr_accesses = r.nr_accesses;
+            r.nr_accesses = 0;
+        }
+    }
+
+    fn update_ranges(&mut self) {
+        for i in 0..self.targets.len() {
+            if let Some(ranges) = self.ops.target_ranges(i, &self.targets[i]) {
+                adapt::set_regions(&mut self.targets[i], &ranges, self.min_sz);
+            }
+        }
+        self.sz_limit = self.region_size_limit();
+    }
+
+    /// Monitoring intervals auto-tuning (spec section 7): scale the sampling
+    /// interval so the observed share of access events approaches
+    /// `access_bp`, keeping `aggr / sample` constant.
+    fn tune_intervals(&mut self) {
+        let goal = self.attrs.intervals_goal;
+        let (mut max_events, mut events) = (0u128, 0u128);
+        for r in self.targets.iter().flat_map(|t| t.regions.iter()) {
+            max_events += u128::from(r.sz()) * u128::from(self.aggr_samples);
+            events += u128::from(r.sz()) * u128::from(r.nr_accesses);
+        }
+        let target = (max_events * u128::from(goal.access_bp) / 10_000).max(1);
+        let score_bp = (events * 10_000 / target).min(u128::from(u64::MAX)) as u64;
+        let mut adapt_bp = feedback::next_input(100_000_000, score_bp) / 10_000;
+        if adapt_bp <= 10_000 {
+            adapt_bp = 5_000 + adapt_bp / 2;
+        }
+        if adapt_bp == 10_000 {
+            return;
+        }
+        let sample = (u128::from(self.attrs.sample_us) * u128::from(adapt_bp) / 10_000) as u64;
+        let sample = sample.clamp(goal.min_sample_us, goal.max_sample_us).max(1);
+        let new = Attrs {
+            sample_us: sample,
+            aggr_us: sample * self.aggr_samples,
+            ..self.attrs
+        };
+        self.apply_attrs(new, true);
+    }
+
+    /// Installs validated attributes online. Results are rescaled to keep
+    /// their meaning: counts as a share of the new maximum, ages in wall-clock
+    /// time. At an aggregation boundary the finished window is converted,
+    /// otherwise the partial window is dropped.
+    fn apply_attrs(&mut self, new: Attrs, at_boundary: bool) {
+        let old = self.attrs;
+        let (old_max, new_max) = (old.max_nr_accesses(), new.max_nr_accesses());
+        let conv = |nr: u32| -> u32 {
+            if old_max == 0 || new_max == 0 {
+                return nr;
+            }
+            let bp = u64::from(nr) * 10_000 / u64::from(old_max);
+            (bp * u64::from(new_max) / 10_000) as u32
+        };
+        for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            if at_boundary {
+                r.nr_accesses = conv(r.nr_accesses);
+                r.nr_accesses_bp = r.nr_accesses.saturating_mul(10_000);
+            } else {
+                r.last_nr_accesses = conv(r.last_nr_accesses);
+                r.nr_accesses_bp = r.last_nr_accesses.saturating_mul(10_000);
+                r.nr_accesses = 0;
+            }
+            if old.aggr_us != 0 && new.aggr_us != 0 {
+                r.age = (u64::from(r.age) * old.aggr_us / new.aggr_us) as u32;
+            }
+        }
+        self.attrs = new;
+        self.next_aggr = self.passed + new.aggr_samples();
+        self.next_update = self.passed + new.update_samples();
+        if !at_boundary {
+            self.aggr_samples = new.aggr_samples();
+            self.window_start_us = self.now_us;
+        }
+    }
+}
+
+impl<O: Operations, R: Rng> Monitor for Engine<O, R> {
+    fn next_snapshot(&mut self) -> Result<Option<Snapshot>, Error> {
+        loop {
+            if (0..self.targets.len()).all(|i| !self.ops.target_valid(i)) {
+                return Ok(None);
+            }
+            if let Some(s) = self.tick() {
+                return Ok(Some(s));
+            }
+        }
+    }
+
+    fn commit(&mut self, attrs: Attrs) -> Result<(), Error> {
+        attrs.validate()?;
+        self.apply_attrs(attrs, false);
+        self.next_tune = self.passed + self.aggr_samples * u64::from(attrs.intervals_goal.aggrs);
+        Ok(())
+    }
+
+    fn attrs(&self) -> Attrs {
+        self.attrs
+    }
+
+    fn now_us(&self) -> u64 {
+        self.now_us
+    }
+}
+
+#[cfg(test)]
+mod tests;

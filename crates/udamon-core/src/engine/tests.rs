@@ -1,0 +1,282 @@
+use super::*;
+use crate::region::AddrRange;
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+
+/// Ops over fixed mappings where an address is accessed with a probability
+/// given per range (drawn from the ops' own seeded generator).
+struct Hazard {
+    mappings: Vec<AddrRange>,
+    hot: Vec<(AddrRange, f64)>,
+    rng: Pcg64Mcg,
+}
+
+impl Operations for Hazard {
+    fn target_ranges(&mut self, _: usize, _: &Target) -> Option<Vec<AddrRange>> {
+        Some(vaddr::monitoring_ranges(&self.mappings, MIN_REGION_SZ))
+    }
+    fn prepare_access_checks(&mut self, _: &[Target], _: SampleWindow) {}
+    fn check_accesses(&mut self, targets: &[Target], _: SampleWindow, acc: &mut Vec<bool>) {
+        acc.clear();
+        for r in targets.iter().flat_map(|t| &t.regions) {
+            let p = self
+                .hot
+                .iter()
+                .find(|(ar, _)| ar.contains(r.sampling_addr))
+                .map_or(0.0, |h| h.1);
+            acc.push(self.rng.random_bool(p));
+        }
+    }
+}
+
+const MIB: u64 = 1 << 20;
+
+fn three_mappings() -> Vec<AddrRange> {
+    vec![
+        AddrRange::new(0, 64 * MIB),
+        AddrRange::new(1 << 40, (1 << 40) + 256 * MIB),
+        AddrRange::new(1 << 46, (1 << 46) + 8 * MIB),
+    ]
+}
+
+fn engine(attrs: Attrs, hot: Vec<(AddrRange, f64)>, seed: u64) -> Engine<Hazard, Pcg64Mcg> {
+    let ops = Hazard {
+        mappings: three_mappings(),
+        hot,
+        rng: Pcg64Mcg::seed_from_u64(seed ^ 0xa5a5),
+    };
+    Engine::new(
+        attrs,
+        ops,
+        vec![Target::new(0)],
+        Pcg64Mcg::seed_from_u64(seed),
+    )
+    .unwrap()
+}
+
+fn check_invariants(e: &Engine<Hazard, Pcg64Mcg>, total: u64) {
+    let t = &e.targets()[0];
+    assert_eq!(t.sz_regions(), total, "coverage kept");
+    for r in &t.regions {
+        assert!(r.ar.start < r.ar.end);
+        assert_eq!(r.ar.start % MIN_REGION_SZ, 0);
+        assert_eq!(r.ar.end % MIN_REGION_SZ, 0);
+    }
+    for w in t.regions.windows(2) {
+        assert!(w[0].ar.end <= w[1].ar.start, "sorted and disjoint");
+    }
+}
+
+#[test]
+fn initial_regions_follow_three_region_rule() {
+    let e = engine(Attrs::default(), vec![], 1);
+    let t = &e.targets()[0];
+    assert_eq!(t.regions.first().unwrap().ar.start, 0);
+    assert_eq!(t.regions.last().unwrap().ar.end, (1 << 46) + 8 * MIB);
+    // No region spans the two big gaps.
+    assert!(t
+        .regions
+        .iter()
+        .all(|r| r.ar.end <= 64 * MIB || r.ar.start >= 1 << 40));
+    // About min_nr_regions regions.
+    assert!((9..=12).contains(&t.regions.len()), "{}", t.regions.len());
+}
+
+#[test]
+fn small_hot_area_is_isolated() {
+    // A 1 MiB always-hot area inside the 256 MiB middle mapping.
+    let hot = AddrRange::new((1 << 40) + 100 * MIB, (1 << 40) + 101 * MIB);
+    let mut e = engine(Attrs::default(), vec![(hot, 1.0)], 3);
+    let mut last = None;
+    for _ in 0..300 {
+        last = e.next_snapshot().unwrap();
+    }
+    let snap = last.unwrap();
+    // The regions covering the hot MiB are seen at the maximum count, and the
+    // hot bytes are not smeared over much more than the hot area.
+    let hot_bytes: u64 = snap.targets[0]
+        .regions
+        .iter()
+        .filter(|r| r.nr_accesses >= 18)
+        .map(|r| r.sz())
+        .sum();
+    assert!(
+        (MIB / 2..=4 * MIB).contains(&hot_bytes),
+        "hot bytes {hot_bytes}"
+    );
+}
+
+#[test]
+fn snapshots_are_reproducible_from_the_seed() {
+    let hot = vec![(AddrRange::new(0, 8 * MIB), 0.5)];
+    let run = |seed| {
+        let mut e = engine(Attrs::default(), hot.clone(), seed);
+        (0..30)
+            .map(|_| e.next_snapshot().unwrap().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(9), run(9));
+    assert_ne!(run(9), run(10));
+}
+
+#[test]
+fn snapshot_times_follow_the_logical_clock() {
+    let mut e = engine(Attrs::default(), vec![], 1);
+    let a = e.next_snapshot().unwrap().unwrap();
+    let b = e.next_snapshot().unwrap().unwrap();
+    assert_eq!((a.start_us, a.end_us), (0, 100_000));
+    assert_eq!((b.start_us, b.end_us), (100_000, 200_000));
+    assert_eq!(e.now_us(), 200_000);
+}
+
+#[test]
+fn fixed_regions_never_change() {
+    let ops = Hazard {
+        mappings: three_mappings(),
+        hot: vec![(AddrRange::new(0, MIB), 1.0)],
+        rng: Pcg64Mcg::seed_from_u64(1),
+    };
+    let mut e = Engine::with_adaptation(
+        Attrs::default(),
+        ops,
+        vec![Target::new(0)],
+        Pcg64Mcg::seed_from_u64(1),
+        Adaptation::Fixed(100),
+    )
+    .unwrap();
+    let before: Vec<AddrRange> = e.targets()[0].regions.iter().map(|r| r.ar).collect();
+    for _ in 0..50 {
+        e.next_snapshot().unwrap();
+    }
+    let after: Vec<AddrRange> = e.targets()[0].regions.iter().map(|r| r.ar).collect();
+    assert_eq!(before, after);
+    assert!((95..=105).contains(&before.len()), "{}", before.len());
+}
+
+#[test]
+fn bad_commit_keeps_the_running_attrs() {
+    let mut e = engine(Attrs::default(), vec![], 1);
+    let bad = Attrs {
+        min_nr_regions: 1,
+        ..Attrs::default()
+    };
+    assert!(e.commit(bad).is_err());
+    assert_eq!(e.attrs(), Attrs::default());
+    let good = Attrs {
+        aggr_us: 200_000,
+        ..Attrs::default()
+    };
+    e.commit(good).unwrap();
+    let s = e.next_snapshot().unwrap().unwrap();
+    assert_eq!(s.end_us - s.start_us, 200_000);
+}
+
+#[test]
+fn interval_tuning_moves_toward_the_goal() {
+    use crate::IntervalsGoal;
+    let goal = IntervalsGoal {
+        access_bp: 400,
+        aggrs: 3,
+        min_sample_us: 1_000,
+        max_sample_us: 1_000_000,
+    };
+    // Nothing is ever accessed: the observed ratio is 0, so intervals grow.
+    let mut e = engine(
+        Attrs {
+            intervals_goal: goal,
+            ..Attrs::default()
+        },
+        vec![],
+        1,
+    );
+    for _ in 0..20 {
+        e.next_snapshot().unwrap();
+    }
+    assert!(e.attrs().sample_us > 5_000, "{:?}", e.attrs());
+    assert_eq!(e.attrs().aggr_us / e.attrs().sample_us, 20, "ratio kept");
+    // Everything is always accessed: the ratio is 100x the goal, intervals shrink to the minimum.
+    let all = vec![(AddrRange::new(0, u64::MAX), 1.0)];
+    let mut e = engine(
+        Attrs {
+            intervals_goal: goal,
+            ..Attrs::default()
+        },
+        all,
+        1,
+    );
+    for _ in 0..40 {
+        e.next_snapshot().unwrap();
+    }
+    assert_eq!(e.attrs().sample_us, 1_000);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn adaptation_invariants(
+        seed in any::<u64>(),
+        min_nr in 3u32..40,
+        extra in 0u32..400,
+        hot_start in 0u64..60,
+        hot_len in 1u64..8,
+        p in 0.0f64..1.0,
+    ) {
+        let attrs = Attrs { min_nr_regions: min_nr, max_nr_regions: min_nr + extra, ..Attrs::default() };
+        let hot = vec![(AddrRange::new(hot_start * MIB, (hot_start + hot_len) * MIB), p)];
+        let mut e = engine(attrs, hot, seed);
+        let total = e.targets()[0].sz_regions();
+        for _ in 0..40 {
+            let snap = e.next_snapshot().unwrap().unwrap();
+            check_invariants(&e, total);
+            // After merging the count is within the maximum (it can only
+            // exceed it when the merge threshold ran out, not with p <= 1).
+            prop_assert!(snap.nr_regions() <= attrs.max_nr_regions as usize);
+            let max_nr = attrs.max_nr_accesses();
+            prop_assert!(snap.targets[0].regions.iter().all(|r| r.nr_accesses <= max_nr));
+        }
+        // Split never leaves more than the maximum either.
+        prop_assert!(e.nr_regions() <= attrs.max_nr_regions as usize);
+    }
+
+    #[test]
+    fn merge_keeps_size_weighted_sums(
+        counts in proptest::collection::vec((1u64..50, 0u32..21, 0u32..100), 1..40),
+        thres in 0u32..10,
+    ) {
+        let mut start = 0;
+        let regions: Vec<crate::Region> = counts.iter().map(|&(pages, nr, age)| {
+            let r = crate::Region { nr_accesses: nr, age, last_nr_accesses: nr, ..crate::Region::new(start, start + pages * 4096) };
+            start += pages * 4096;
+            r
+        }).collect();
+        let mut t = Target { pid: 0, regions };
+        let before_sum: u128 = t.regions.iter().map(|r| u128::from(r.sz()) * u128::from(r.nr_accesses)).sum();
+        let before_sz = t.sz_regions();
+        adapt::merge_regions_of(&mut t, thres, u64::MAX, false);
+        prop_assert_eq!(t.sz_regions(), before_sz);
+        let after_sum: u128 = t.regions.iter().map(|r| u128::from(r.sz()) * u128::from(r.nr_accesses)).sum();
+        // Truncating division loses less than one access per byte per merge step.
+        let merges = (counts.len() - t.regions.len()) as u128;
+        prop_assert!(after_sum <= before_sum);
+        prop_assert!(before_sum - after_sum <= merges * u128::from(before_sz));
+        // Each merged region's count lies within its constituents' range.
+        let mut i = 0;
+        let mut addr = 0;
+        for r in &t.regions {
+            let (mut lo, mut hi) = (u32::MAX, 0);
+            while addr < r.ar.end {
+                let (pages, nr, _) = counts[i];
+                lo = lo.min(nr);
+                hi = hi.max(nr);
+                addr += pages * 4096;
+                i += 1;
+            }
+            prop_assert!(lo <= r.nr_accesses && r.nr_accesses <= hi);
+        }
+        for w in t.regions.windows(2) {
+            prop_assert!(w[0].ar.end == w[1].ar.start);
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! The primitives under the engine: what a backend (simulator, live process,
+//! physical memory) must provide. Policy (sampling, counting, region
+//! adaptation, aging) stays in the engine.
+
+use crate::region::{AddrRange, Target};
+
+/// The sampling interval being checked: access state was cleared at
+/// `start_us` ("make old") and is read back at `end_us`, both on the
+/// monitor's logical clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleWindow {
+    pub start_us: u64,
+    pub end_us: u64,
+}
+
+/// An operations set, in the kernel's sense: a table of primitives.
+///
+/// The engine calls, per sampling interval: [`prepare_access_checks`] with
+/// every region's `sampling_addr` already chosen, then [`check_accesses`].
+/// At start and at every ops update it asks [`target_ranges`] for the ranges
+/// to monitor.
+///
+/// [`prepare_access_checks`]: Operations::prepare_access_checks
+/// [`check_accesses`]: Operations::check_accesses
+/// [`target_ranges`]: Operations::target_ranges
+pub trait Operations {
+    /// The address ranges to monitor for target `idx`, sorted and disjoint
+    /// (vaddr: the three regions of its current mappings). `None` keeps the
+    /// target's regions as they are (fvaddr, paddr, or a failed lookup).
+    fn target_ranges(&mut self, _idx: usize, _target: &Target) -> Option<Vec<AddrRange>> {
+        None
+    }
+
+    /// Clears the accessed state of every region's `sampling_addr`.
+    fn prepare_access_checks(&mut self, targets: &[Target], window: SampleWindow);
+
+    /// Reports, for every region of every target in order, whether its
+    /// `sampling_addr` was accessed during `window`. `accessed` is cleared
+    /// and filled with one entry per region.
+    fn check_accesses(
+        &mut self,
+        targets: &[Target],
+        window: SampleWindow,
+        accessed: &mut Vec<bool>,
+    );
+
+    /// Whether target `idx` still exists (a process may exit).
+    fn target_valid(&self, _idx: usize) -> bool {
+        true
+    }
+}

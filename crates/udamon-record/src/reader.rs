@@ -1,0 +1,704 @@
+//! Reading records.
+
+use std::ops::{ControlFlow, Range};
+use std::path::Path;
+
+use udamon_core::Snapshot;
+
+use crate::codec::{decode_json, decode_snapshot, TAG_JSON, TAG_SNAPSHOT};
+use crate::frame::{FrameHeader, FRAME_HEADER_LEN};
+use crate::varint::Cursor;
+use crate::{escape, Entry, Error, FrameInfo, Header, TailError, MAGIC, VERSION};
+
+/// Bytes before the header JSON: magic, version, header length, header CRC32.
+pub(crate) const PREAMBLE_LEN: usize = 18;
+
+/// A record read into memory, its header parsed and its frames located and
+/// checked (CRC32 of every frame), but not yet decompressed.
+pub struct Reader {
+    bytes: Vec<u8>,
+    header: Header,
+    frames: Vec<FrameInfo>,
+    /// Per frame: the payload's offset and the frame header.
+    metas: Vec<(usize, FrameHeader)>,
+    tail: Option<TailError>,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("len", &self.bytes.len())
+            .field("header", &self.header)
+            .field("frames", &self.frames.len())
+            .field("tail", &self.tail)
+            .finish()
+    }
+}
+
+/// A frame decoder's reusable buffers.
+struct Decoder {
+    dctx: zstd::bulk::Decompressor<'static>,
+    raw: Vec<u8>,
+}
+
+impl Decoder {
+    fn new(offset: u64) -> Result<Self, Error> {
+        let dctx = zstd::bulk::Decompressor::new().map_err(|e| Error::Corrupt {
+            offset,
+            reason: format!("cannot start the zstd decoder: {e}"),
+        })?;
+        Ok(Self {
+            dctx,
+            raw: Vec::new(),
+        })
+    }
+}
+
+fn empty_snapshot() -> Snapshot {
+    Snapshot {
+        start_us: 0,
+        end_us: 0,
+        sample_us: 0,
+        aggr_us: 0,
+        targets: Vec::new(),
+    }
+}
+
+/// Frames decoded ahead of the callback per decoding thread.
+const AHEAD_PER_THREAD: usize = 2;
+
+impl Reader {
+    /// Reads the record at `path` into memory, parses its header and checks
+    /// its frames. A truncated or damaged last frame is not an error: see
+    /// [`Reader::tail`].
+    pub fn open(path: &Path) -> Result<Reader, Error> {
+        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(bytes, &path.display().to_string())
+    }
+
+    /// Like [`Reader::open`], for a record already in memory.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Reader, Error> {
+        Self::parse(bytes, "input")
+    }
+
+    fn parse(bytes: Vec<u8>, name: &str) -> Result<Reader, Error> {
+        let n = bytes.len();
+        if n < MAGIC.len() {
+            if MAGIC.starts_with(&bytes) {
+                return Err(Error::Header(format!(
+                    "{name} ends inside the magic number, after {n} of 8 bytes; it holds no data"
+                )));
+            }
+            return Err(Error::NotARecord {
+                path: name.to_string(),
+                found: escape(&bytes),
+            });
+        }
+        if &bytes[..8] != MAGIC {
+            return Err(Error::NotARecord {
+                path: name.to_string(),
+                found: escape(&bytes[..8]),
+            });
+        }
+        if n < 10 {
+            return Err(Error::Header(format!(
+                "{name} ends inside the format version, after {n} bytes; it holds no data"
+            )));
+        }
+        let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+        if version != VERSION {
+            return Err(Error::UnsupportedVersion(version));
+        }
+        if n < PREAMBLE_LEN {
+            return Err(Error::Header(format!(
+                "{name} ends inside the header length and checksum, after {n} of {PREAMBLE_LEN} bytes; it holds no data"
+            )));
+        }
+        let len = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
+        let stored = u32::from_le_bytes(bytes[14..18].try_into().unwrap());
+        let rem = n - PREAMBLE_LEN;
+        if len > rem {
+            return Err(Error::Header(format!(
+                "{name}: the header declares {len} bytes but only {rem} remain; the record was cut before its first frame"
+            )));
+        }
+        let json = &bytes[PREAMBLE_LEN..PREAMBLE_LEN + len];
+        let computed = crc32fast::hash(json);
+        if stored != computed {
+            return Err(Error::Header(format!(
+                "{name}: header checksum mismatch (crc32 {stored:08x} stored, {computed:08x} computed)"
+            )));
+        }
+        let mut header: Header = serde_json::from_slice(json)
+            .map_err(|e| Error::Header(format!("{name}: the header JSON is invalid: {e}")))?;
+        header.version = version;
+
+        let mut frames = Vec::new();
+        let mut metas = Vec::new();
+        let mut tail = None;
+        let mut snapshots_ok = 0u64;
+        let mut off = PREAMBLE_LEN + len;
+        while off < n {
+            let i = frames.len();
+            let rem = n - off;
+            let fail = |reason: String| TailError {
+                offset: off as u64,
+                reason,
+                frames_ok: i,
+                snapshots_ok,
+            };
+            if rem < FRAME_HEADER_LEN {
+                tail = Some(fail(format!(
+                    "frame {i} is cut inside its header: only {rem} of {FRAME_HEADER_LEN} bytes remain"
+                )));
+                break;
+            }
+            let hb: &[u8; FRAME_HEADER_LEN] =
+                bytes[off..off + FRAME_HEADER_LEN].try_into().unwrap();
+            let h = match FrameHeader::parse(hb) {
+                Ok(h) => h,
+                Err(what) => {
+                    let rest = if rem > FRAME_HEADER_LEN {
+                        format!("; the {rem} bytes from there on are not read")
+                    } else {
+                        String::new()
+                    };
+                    tail = Some(fail(format!("frame {i} {what}{rest}")));
+                    break;
+                }
+            };
+            let payload_len = h.payload_len as usize;
+            let avail = rem - FRAME_HEADER_LEN;
+            if payload_len > avail {
+                tail = Some(fail(format!(
+                    "frame {i} declares {payload_len} bytes but only {avail} remain"
+                )));
+                break;
+            }
+            let start = off + FRAME_HEADER_LEN;
+            let computed = crc32fast::hash(&bytes[start..start + payload_len]);
+            if computed != h.payload_crc {
+                let after = avail - payload_len;
+                let rest = if after > 0 {
+                    format!("; the {after} bytes after it are not read")
+                } else {
+                    String::new()
+                };
+                tail = Some(fail(format!(
+                    "frame {i} payload is damaged (crc32 {:08x} stored, {computed:08x} computed){rest}",
+                    h.payload_crc
+                )));
+                break;
+            }
+            frames.push(FrameInfo {
+                offset: off as u64,
+                len: (FRAME_HEADER_LEN + payload_len) as u64,
+                nr_snapshots: h.nr_snapshots,
+                first_start_us: h.first_start_us,
+                last_end_us: h.last_end_us,
+                min_addr: h.min_addr,
+                max_addr: h.max_addr,
+            });
+            metas.push((start, h));
+            snapshots_ok += u64::from(h.nr_snapshots);
+            off = start + payload_len;
+        }
+        Ok(Reader {
+            bytes,
+            header,
+            frames,
+            metas,
+            tail,
+        })
+    }
+
+    /// The record's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The intact frames, in file order.
+    pub fn frames(&self) -> &[FrameInfo] {
+        &self.frames
+    }
+
+    /// Number of snapshots in the intact frames (from their headers).
+    pub fn nr_snapshots(&self) -> u64 {
+        self.frames.iter().map(|f| u64::from(f.nr_snapshots)).sum()
+    }
+
+    /// Where and why the record stops early, if it ends with a truncated or
+    /// damaged frame (everything from that frame on is ignored).
+    pub fn tail(&self) -> Option<&TailError> {
+        self.tail.as_ref()
+    }
+
+    /// Calls `f` on every entry of every intact frame, in recording order,
+    /// until it returns [`ControlFlow::Break`]. Frames are decompressed and
+    /// decoded on all cores, ahead of `f`, into reused buffers: clone an
+    /// entry to keep it. A frame that fails to decode (it passed its CRC, so
+    /// only a writer bug or a forged file does this) ends the walk with
+    /// [`Error::Corrupt`] after the entries of the frames before it.
+    pub fn for_each_entry(&self, f: impl FnMut(&Entry) -> ControlFlow<()>) -> Result<(), Error> {
+        self.for_each_entry_in(0..self.frames.len(), f)
+    }
+
+    /// Like [`Reader::for_each_entry`], for the frames in `frames` only
+    /// (indexes into [`Reader::frames`]; frames decode independently).
+    pub fn for_each_entry_in(
+        &self,
+        frames: Range<usize>,
+        mut f: impl FnMut(&Entry) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        let frames = frames.start.min(self.frames.len())..frames.end.min(self.frames.len());
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8);
+        if threads > 1 && frames.len() > 2 {
+            return self.for_each_entry_parallel(frames, threads, f);
+        }
+        let mut d = Decoder::new(self.frames[frames.start].offset)?;
+        let mut entries = Vec::new();
+        for i in frames {
+            self.decode_frame(i, &mut d, &mut entries)?;
+            for e in &entries {
+                if f(e).is_break() {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes frames on `threads` threads, at most `AHEAD_PER_THREAD` each
+    /// ahead of the callback, and hands them to `f` in order on this thread.
+    fn for_each_entry_parallel(
+        &self,
+        frames: Range<usize>,
+        threads: usize,
+        mut f: impl FnMut(&Entry) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        use std::collections::BTreeMap;
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::{mpsc, Condvar, Mutex};
+
+        /// The first frame not yet handed to `f` (decoders wait to stay
+        /// within reach of it), and whether to stop.
+        struct Progress {
+            consumed: Mutex<usize>,
+            moved: Condvar,
+            stop: AtomicBool,
+        }
+        impl Progress {
+            fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
+                self.consumed.lock().unwrap_or_else(|e| e.into_inner())
+            }
+        }
+        /// Stops the decoders when the consumer leaves, even by a panic in `f`.
+        struct StopOnDrop<'a>(&'a Progress);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.stop.store(true, Ordering::Relaxed);
+                let _guard = self.0.lock();
+                self.0.moved.notify_all();
+            }
+        }
+
+        type Decoded = (usize, Result<Vec<Entry>, Error>);
+        let next = AtomicUsize::new(frames.start);
+        let progress = Progress {
+            consumed: Mutex::new(frames.start),
+            moved: Condvar::new(),
+            stop: AtomicBool::new(false),
+        };
+        let pool: Mutex<Vec<Vec<Entry>>> = Mutex::new(Vec::new());
+        let ahead = threads * AHEAD_PER_THREAD;
+        let (tx, rx) = mpsc::channel::<Decoded>();
+
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let tx = tx.clone();
+                let (next, progress, pool, end) = (&next, &progress, &pool, frames.end);
+                scope.spawn(move || {
+                    let mut d = None;
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= end {
+                            return;
+                        }
+                        {
+                            let mut c = progress.lock();
+                            while i >= *c + ahead && !progress.stop.load(Ordering::Relaxed) {
+                                c = progress.moved.wait(c).unwrap_or_else(|e| e.into_inner());
+                            }
+                        }
+                        if progress.stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let mut entries = pool
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .pop()
+                            .unwrap_or_default();
+                        // The decoder does not panic on any input (it is
+                        // fuzzed); should it, report the frame as corrupt
+                        // rather than leave the consumer waiting for it.
+                        let res = catch_unwind(AssertUnwindSafe(|| {
+                            let d = match &mut d {
+                                Some(d) => d,
+                                None => d.insert(Decoder::new(self.frames[i].offset)?),
+                            };
+                            self.decode_frame(i, d, &mut entries)
+                        }))
+                        .unwrap_or_else(|_| {
+                            d = None;
+                            Err(Error::Corrupt {
+                                offset: self.frames[i].offset,
+                                reason: format!("frame {i}: the decoder panicked"),
+                            })
+                        });
+                        if tx.send((i, res.map(|()| entries))).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+
+            let _stop = StopOnDrop(&progress);
+            let mut waiting: BTreeMap<usize, Result<Vec<Entry>, Error>> = BTreeMap::new();
+            for i in frames {
+                let entries = loop {
+                    if let Some(r) = waiting.remove(&i) {
+                        break r?;
+                    }
+                    // Every frame claimed is sent, so the channel stays open
+                    // until frame i arrives.
+                    let Ok((j, r)) = rx.recv() else { return Ok(()) };
+                    waiting.insert(j, r);
+                };
+                for e in &entries {
+                    if f(e).is_break() {
+                        return Ok(());
+                    }
+                }
+                pool.lock().unwrap_or_else(|e| e.into_inner()).push(entries);
+                *progress.lock() = i + 1;
+                progress.moved.notify_all();
+            }
+            Ok(())
+        })
+    }
+
+    /// Calls `f` on every snapshot, in recording order.
+    pub fn for_each_snapshot(&self, mut f: impl FnMut(&Snapshot)) -> Result<(), Error> {
+        self.for_each_entry(|e| {
+            if let Entry::Snapshot(s) = e {
+                f(s);
+            }
+            ControlFlow::Continue(())
+        })
+    }
+
+    /// All snapshots, in recording order.
+    pub fn snapshots(&self) -> Result<Vec<Snapshot>, Error> {
+        let mut v = Vec::with_capacity(self.nr_snapshots().min(1 << 20) as usize);
+        self.for_each_snapshot(|s| v.push(s.clone()))?;
+        Ok(v)
+    }
+
+    /// Decodes frame `i` into `entries`, reusing the snapshots already there.
+    fn decode_frame(
+        &self,
+        i: usize,
+        d: &mut Decoder,
+        entries: &mut Vec<Entry>,
+    ) -> Result<(), Error> {
+        let offset = self.frames[i].offset;
+        let corrupt = |reason: String| Error::Corrupt {
+            offset,
+            reason: format!("frame {i}: {reason}"),
+        };
+        let (start, h) = self.metas[i];
+        let payload = &self.bytes[start..start + h.payload_len as usize];
+        d.raw.clear();
+        d.raw.reserve(h.raw_len as usize);
+        let got = d
+            .dctx
+            .decompress_to_buffer(payload, &mut d.raw)
+            .map_err(|e| corrupt(format!("payload does not decompress: {e}")))?;
+        if got != h.raw_len as usize {
+            return Err(corrupt(format!(
+                "payload decompresses to {got} bytes, not the {} declared",
+                h.raw_len
+            )));
+        }
+        let mut c = Cursor::new(&d.raw);
+        let mut n = 0usize;
+        let mut prev_snapshot: Option<usize> = None;
+        let (mut nr_entries, mut nr_snapshots) = (0u32, 0u32);
+        while !c.is_empty() {
+            let (at, idx) = (c.pos(), nr_entries);
+            let bad = |what: &str| corrupt(format!("entry {idx} at payload byte {at}: {what}"));
+            let tag = c.u8().ok_or_else(|| bad("missing tag"))?;
+            let len = c
+                .len(c.remaining())
+                .ok_or_else(|| bad("length runs past the payload"))?;
+            let body = c
+                .bytes(len)
+                .ok_or_else(|| bad("length runs past the payload"))?;
+            nr_entries = nr_entries.saturating_add(1);
+            match tag {
+                TAG_SNAPSHOT => {
+                    if n == entries.len() {
+                        entries.push(Entry::Snapshot(empty_snapshot()));
+                    }
+                    let (before, rest) = entries.split_at_mut(n);
+                    let prev = prev_snapshot.and_then(|j| match &before[j] {
+                        Entry::Snapshot(s) => Some(s),
+                        Entry::Json { .. } => None,
+                    });
+                    if !matches!(rest[0], Entry::Snapshot(_)) {
+                        rest[0] = Entry::Snapshot(empty_snapshot());
+                    }
+                    let Entry::Snapshot(out) = &mut rest[0] else {
+                        unreachable!()
+                    };
+                    decode_snapshot(body, prev, out).map_err(|e| bad(&e))?;
+                    prev_snapshot = Some(n);
+                    nr_snapshots = nr_snapshots.saturating_add(1);
+                }
+                TAG_JSON => {
+                    let (kind, value) = decode_json(body).map_err(|e| bad(&e))?;
+                    let e = Entry::Json { kind, value };
+                    if n == entries.len() {
+                        entries.push(e);
+                    } else {
+                        entries[n] = e;
+                    }
+                }
+                // A tag from a newer writer: skip it.
+                _ => continue,
+            }
+            n += 1;
+        }
+        entries.truncate(n);
+        if nr_entries != h.nr_entries || nr_snapshots != h.nr_snapshots {
+            return Err(corrupt(format!(
+                "holds {nr_entries} entries and {nr_snapshots} snapshots, but its header declares {} and {}",
+                h.nr_entries, h.nr_snapshots
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::ControlFlow;
+
+    use proptest::prelude::*;
+    use udamon_core::{Attrs, RegionSnapshot, TargetSnapshot};
+
+    use super::*;
+    use crate::codec::Encoder;
+    use crate::varint::put;
+    use crate::Writer;
+
+    /// A record whose only frame holds `raw` as its payload.
+    fn record_with_payload(raw: &[u8], nr_entries: u32, nr_snapshots: u32) -> Vec<u8> {
+        let mut bytes = Writer::new(Vec::new(), &Header::new("sim", Attrs::default()))
+            .unwrap()
+            .finish()
+            .unwrap();
+        push_frame(&mut bytes, raw, nr_entries, nr_snapshots);
+        bytes
+    }
+
+    fn push_frame(bytes: &mut Vec<u8>, raw: &[u8], nr_entries: u32, nr_snapshots: u32) {
+        let payload = zstd::bulk::compress(raw, 3).unwrap();
+        let h = FrameHeader {
+            payload_len: payload.len() as u32,
+            raw_len: raw.len() as u32,
+            payload_crc: crc32fast::hash(&payload),
+            nr_entries,
+            nr_snapshots,
+            first_start_us: 0,
+            last_end_us: 0,
+            min_addr: 0,
+            max_addr: 0,
+        };
+        bytes.extend_from_slice(&h.to_bytes());
+        bytes.extend_from_slice(&payload);
+    }
+
+    fn entry(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
+        out.push(tag);
+        put(out, body.len() as u64);
+        out.extend_from_slice(body);
+    }
+
+    fn snap(t: u64) -> Snapshot {
+        let regions = (0..20u64)
+            .map(|i| RegionSnapshot {
+                start: (i * 7 + t) << 12,
+                end: (i * 7 + t + 5) << 12,
+                nr_accesses: (i % 3) as u32,
+                age: t as u32,
+            })
+            .collect();
+        Snapshot {
+            start_us: t,
+            end_us: t + 1,
+            sample_us: 5,
+            aggr_us: 100,
+            targets: vec![TargetSnapshot {
+                target_idx: 0,
+                regions,
+            }],
+        }
+    }
+
+    /// Raw payload of two snapshots (the second relative) and a JSON entry.
+    fn valid_raw() -> Vec<u8> {
+        let (a, b) = (snap(1), snap(2));
+        let mut raw = Vec::new();
+        let mut body = Vec::new();
+        let mut enc = Encoder::default();
+        enc.encode(&a, None, &mut body).unwrap();
+        entry(&mut raw, TAG_SNAPSHOT, &body);
+        body.clear();
+        crate::codec::encode_json("k", &serde_json::json!({"a": [1, 2]}), &mut body).unwrap();
+        entry(&mut raw, TAG_JSON, &body);
+        body.clear();
+        enc.encode(&b, Some(&a), &mut body).unwrap();
+        entry(&mut raw, TAG_SNAPSHOT, &body);
+        raw
+    }
+
+    fn decode_all(bytes: Vec<u8>) -> Result<Vec<Entry>, Error> {
+        let r = Reader::from_bytes(bytes).unwrap();
+        assert!(r.tail().is_none());
+        let mut v = Vec::new();
+        r.for_each_entry(|e| {
+            v.push(e.clone());
+            ControlFlow::Continue(())
+        })?;
+        Ok(v)
+    }
+
+    #[test]
+    fn unknown_tags_are_skipped() {
+        let mut raw = Vec::new();
+        entry(&mut raw, 0x7f, b"from the future");
+        raw.extend_from_slice(&valid_raw());
+        entry(&mut raw, 0x00, b"");
+        let got = decode_all(record_with_payload(&raw, 5, 2)).unwrap();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], Entry::Snapshot(snap(1)));
+        assert_eq!(
+            got[1],
+            Entry::Json {
+                kind: "k".into(),
+                value: serde_json::json!({"a": [1, 2]})
+            }
+        );
+        assert_eq!(got[2], Entry::Snapshot(snap(2)));
+    }
+
+    #[test]
+    fn inconsistent_frames_are_corrupt() {
+        let raw = valid_raw();
+        let e = decode_all(record_with_payload(&raw, 3, 1)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("holds 3 entries and 2 snapshots, but its header declares 3 and 1"),
+            "{e}"
+        );
+        // A relative snapshot first in its frame.
+        let mut raw2 = Vec::new();
+        let mut body = Vec::new();
+        Encoder::default()
+            .encode(&snap(2), Some(&snap(1)), &mut body)
+            .unwrap();
+        entry(&mut raw2, TAG_SNAPSHOT, &body);
+        let e = decode_all(record_with_payload(&raw2, 1, 1)).unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }));
+        assert!(e.to_string().contains("first snapshot of its frame"), "{e}");
+        // Not zstd at all, with a valid CRC.
+        let mut bytes = record_with_payload(&raw, 3, 2);
+        let start = bytes.len() - zstd::bulk::compress(&raw, 3).unwrap().len();
+        for b in &mut bytes[start..] {
+            *b = 0x55;
+        }
+        let crc = crc32fast::hash(&bytes[start..]);
+        let hstart = start - FRAME_HEADER_LEN;
+        let mut h = FrameHeader::parse(bytes[hstart..start].try_into().unwrap()).unwrap();
+        h.payload_crc = crc;
+        bytes[hstart..start].copy_from_slice(&h.to_bytes());
+        let e = decode_all(bytes).unwrap_err();
+        assert!(e.to_string().contains("does not decompress"), "{e}");
+    }
+
+    #[test]
+    fn a_corrupt_frame_ends_the_walk_after_the_frames_before_it() {
+        let mut bytes = record_with_payload(&valid_raw(), 3, 2);
+        for _ in 0..4 {
+            push_frame(&mut bytes, &valid_raw(), 3, 2);
+        }
+        // Frame 5 passes its CRC but lies about its count.
+        push_frame(&mut bytes, &valid_raw(), 3, 1);
+        for _ in 0..4 {
+            push_frame(&mut bytes, &valid_raw(), 3, 2);
+        }
+        let r = Reader::from_bytes(bytes).unwrap();
+        assert_eq!(r.frames().len(), 10);
+        for range in [0..10, 4..6] {
+            let mut n = 0;
+            let e = r
+                .for_each_entry_in(range.clone(), |_| {
+                    n += 1;
+                    ControlFlow::Continue(())
+                })
+                .unwrap_err();
+            assert_eq!(n, 3 * (5 - range.start), "{range:?}");
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "record is corrupt at byte {}: frame 5:",
+                    r.frames()[5].offset
+                )),
+                "{e}"
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+        #[test]
+        fn arbitrary_payloads_never_panic(raw in prop::collection::vec(any::<u8>(), 0..512), n in 0u32..4, s in 0u32..4) {
+            let _ = decode_all(record_with_payload(&raw, n.max(s), s));
+        }
+
+        #[test]
+        fn mutated_payloads_never_panic(edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6)) {
+            let mut raw = valid_raw();
+            for (i, v) in edits {
+                let i = i.index(raw.len());
+                raw[i] = v;
+            }
+            let _ = decode_all(record_with_payload(&raw, 3, 2));
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! The crate's error type.
+
+use std::io;
+
+/// Errors of report building and rendering.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The record could not be read.
+    #[error(transparent)]
+    Record(#[from] udamon_record::Error),
+    /// Another snapshot source failed.
+    #[error("reading snapshots: {0}")]
+    Source(String),
+    /// No snapshot falls in the selected time range (or the record is empty).
+    #[error("no snapshots in the selected time range")]
+    NoSnapshots,
+    /// No snapshot's window covers the requested time.
+    #[error("no snapshot covers {0}us since the record's start")]
+    NoSnapshotAt(u64),
+    /// The selected target never appears in the selected snapshots.
+    #[error("target {0} has no regions in the selected snapshots")]
+    NoTarget(u32),
+    /// The requested address range holds no monitored memory.
+    #[error("address range {start:#x}..{end:#x} holds no monitored memory")]
+    EmptyAddressRange { start: u64, end: u64 },
+    /// An option has a value the report cannot use.
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+    /// Writing the output failed.
+    #[error("writing the report: {0}")]
+    Io(#[from] io::Error),
+    /// Drawing an image failed.
+    #[error("drawing the image: {0}")]
+    Plot(String),
+}

@@ -1,0 +1,73 @@
+//! udamon-report: turns recorded snapshots into reports.
+//!
+//! Role: the read side of udamon. Snapshots come in through a
+//! [`SnapshotSource`] (a record read by `udamon_record::Reader`, or a plain
+//! slice of [`udamon_core::Snapshot`]s); report models come out, and
+//! renderers write them as terminal text, JSON, PNG or SVG. Collaborators:
+//! `udamon-core` defines the snapshots, `udamon-record` reads and writes
+//! them on disk, and the `udamon` binary maps its flags onto the option
+//! structs here ([`HeatmapOptions`], [`WssOptions`], [`HotOptions`],
+//! [`ImageOptions`]) and calls the `build` and `write_*` functions. The
+//! crate does no monitoring and touches no backend.
+//!
+//! Reports:
+//! - [`heatmap`]: access frequency over time and address, with unmonitored
+//!   gaps collapsed and the active address window chosen automatically;
+//! - [`wss`]: working set size per snapshot, its average and percentiles;
+//! - [`hot`]: hottest regions of a snapshot, or hottest address ranges
+//!   averaged over time;
+//! - [`raw`] and [`write_raw`]: the record as JSON lines.
+//!
+//! Every report streams: the heatmap makes two passes over the source, the
+//! others one, and none holds all the snapshots.
+//!
+//! ```
+//! use udamon_core::{RegionSnapshot, Snapshot, TargetSnapshot};
+//! use udamon_report::{heatmap, wss, HeatmapFormat, HeatmapOptions, WssOptions};
+//!
+//! // 1 MiB: the first 64 KiB always hot, the rest never accessed.
+//! let snaps: Vec<Snapshot> = (0..10u64)
+//!     .map(|i| Snapshot {
+//!         start_us: i * 100_000,
+//!         end_us: (i + 1) * 100_000,
+//!         sample_us: 5_000,
+//!         aggr_us: 100_000,
+//!         targets: vec![TargetSnapshot {
+//!             target_idx: 0,
+//!             regions: vec![
+//!                 RegionSnapshot { start: 0, end: 64 << 10, nr_accesses: 20, age: i as u32 },
+//!                 RegionSnapshot { start: 64 << 10, end: 1 << 20, nr_accesses: 0, age: i as u32 },
+//!             ],
+//!         }],
+//!     })
+//!     .collect();
+//!
+//! let w = wss::build(&snaps, &WssOptions::default()).unwrap();
+//! assert_eq!(w.wss_avg_bytes, 64 << 10);
+//!
+//! let opts = HeatmapOptions { all: true, time_bins: Some(2), addr_bins: Some(16), ..Default::default() };
+//! let hm = heatmap::build(&snaps, &opts, HeatmapFormat::Text).unwrap();
+//! assert_eq!(hm.cell(0, 0), Some(1.0)); // the hot 64 KiB is the first of 16 bins
+//! assert_eq!(hm.cell(1, 15), Some(0.0));
+//! let mut text = Vec::new();
+//! hm.write_text(&mut text, false).unwrap();
+//! assert!(String::from_utf8(text).unwrap().contains("9000000000000000"));
+//! ```
+
+pub mod color;
+mod error;
+pub mod heatmap;
+pub mod hot;
+mod human;
+pub mod raw;
+mod record;
+mod source;
+pub mod wss;
+
+pub use error::Error;
+pub use heatmap::{Heatmap, HeatmapFormat, HeatmapOptions, ImageOptions};
+pub use hot::{Hot, HotOptions};
+pub use human::{fmt_addr, fmt_bytes, fmt_us};
+pub use record::write_raw;
+pub use source::SnapshotSource;
+pub use wss::{Wss, WssOptions};

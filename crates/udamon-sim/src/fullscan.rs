@@ -1,0 +1,207 @@
+//! The papers' exact baseline: every page checked at every sample.
+
+use std::sync::Arc;
+
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use udamon_core::{Attrs, Error, Monitor, RegionSnapshot, Snapshot, TargetSnapshot};
+
+use crate::model::{seg_hazard, Model, Piece};
+
+/// The most pages a full scan takes on (64 GiB of 4 KiB pages).
+pub const MAX_FULL_SCAN_PAGES: u64 = 1 << 24;
+
+/// A [`Monitor`] that keeps one counter per mapped page. Snapshots report
+/// runs of pages with equal counts as regions (lossless); ages are 0.
+///
+/// Cost per sample is O(accessed pages + spec ranges): pages of a span with
+/// one access probability are visited by geometric skips, and only the pages
+/// a sweep's window passes are evaluated one by one.
+pub struct FullScan {
+    model: Arc<Model>,
+    attrs: Attrs,
+    rng: Pcg64Mcg,
+    /// Per object: first page index in `counts`.
+    obj_page: Vec<u64>,
+    counts: Vec<u16>,
+    now_us: u64,
+    window_start_us: u64,
+    pieces: Vec<Piece>,
+}
+
+impl FullScan {
+    pub fn new(model: Arc<Model>, attrs: Attrs, seed: u64) -> Result<FullScan, Error> {
+        attrs.validate()?;
+        if attrs.aggr_samples() > u64::from(u16::MAX) {
+            return Err(Error::InvalidAttrs(format!(
+                "full scan counts at most {} samples per aggregation window",
+                u16::MAX
+            )));
+        }
+        let page = model.workload.page_size;
+        let pages = model.workload.mapped_bytes() / page;
+        if pages > MAX_FULL_SCAN_PAGES {
+            return Err(Error::Backend(format!(
+                "a full scan of {pages} pages is impractical (at most {MAX_FULL_SCAN_PAGES}): use a larger page_size in the spec, a smaller layout, or the adaptive monitor"
+            )));
+        }
+        let mut obj_page = Vec::new();
+        let mut n = 0;
+        for o in &model.workload.objects {
+            obj_page.push(n);
+            n += o.range.sz() / page;
+        }
+        Ok(FullScan {
+            model,
+            attrs,
+            rng: Pcg64Mcg::seed_from_u64(seed ^ 0xf011_5ca7),
+            obj_page,
+            counts: vec![0; n as usize],
+            now_us: 0,
+            window_start_us: 0,
+            pieces: Vec::new(),
+        })
+    }
+
+    fn page_index(&self, addr: u64) -> Option<usize> {
+        let objs = &self.model.workload.objects;
+        let i = objs.partition_point(|o| o.range.end <= addr);
+        let o = objs.get(i).filter(|o| o.range.contains(addr))?;
+        Some((self.obj_page[i] + (addr - o.range.start) / self.model.workload.page_size) as usize)
+    }
+
+    fn sample(&mut self) {
+        let t0 = self.now_us;
+        let t1 = t0 + self.attrs.sample_us;
+        self.now_us = t1;
+        let model = Arc::clone(&self.model);
+        model.pieces(t0, t1, &mut self.pieces);
+        let page = model.workload.page_size;
+        // Spans with any access in this interval, over all its phase pieces.
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        for p in &self.pieces {
+            for s in &model.segs[p.phase] {
+                spans.push((s.range.start, s.range.end));
+            }
+        }
+        let mut points: Vec<u64> = spans.iter().flat_map(|&(a, b)| [a, b]).collect();
+        points.sort_unstable();
+        points.dedup();
+        for w in points.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let segs: Vec<_> = self
+                .pieces
+                .iter()
+                .filter_map(|p| {
+                    model
+                        .seg_at(p.phase, a)
+                        .filter(|s| s.range.end >= b)
+                        .map(|s| (s, *p))
+                })
+                .collect();
+            if segs.is_empty() {
+                continue;
+            }
+            let has_sweep = segs.iter().any(|(s, _)| !s.sweeps.is_empty());
+            let first_page = a.div_ceil(page) * page;
+            if has_sweep {
+                let mut addr = first_page;
+                while addr < b {
+                    let h: f64 = segs.iter().map(|(s, p)| seg_hazard(s, addr, p)).sum();
+                    if h > 0.0 && self.rng.random::<f64>() < -(-h).exp_m1() {
+                        self.hit(addr);
+                    }
+                    addr += page;
+                }
+            } else {
+                let h: f64 = segs.iter().map(|(s, p)| s.rate * p.secs()).sum();
+                let prob = -(-h).exp_m1();
+                if prob <= 0.0 {
+                    continue;
+                }
+                let n = (b - first_page).div_ceil(page);
+                // Geometric skips: the gap before the next accessed page.
+                let ln_q = (-h).max(-700.0);
+                let mut k: u64 = 0;
+                loop {
+                    if prob < 1.0 {
+                        let u: f64 = self.rng.random::<f64>();
+                        let skip = ((1.0 - u).ln() / ln_q).floor();
+                        if !skip.is_finite() || skip >= (n - k) as f64 {
+                            break;
+                        }
+                        k += skip as u64;
+                    }
+                    if k >= n {
+                        break;
+                    }
+                    self.hit(first_page + k * page);
+                    k += 1;
+                }
+            }
+        }
+    }
+
+    fn hit(&mut self, addr: u64) {
+        if let Some(i) = self.page_index(addr) {
+            self.counts[i] = self.counts[i].saturating_add(1);
+        }
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        let page = self.model.workload.page_size;
+        let mut regions = Vec::new();
+        for (oi, o) in self.model.workload.objects.iter().enumerate() {
+            let base = self.obj_page[oi] as usize;
+            let n = (o.range.sz() / page) as usize;
+            let mut run_start = 0;
+            for i in 1..=n {
+                if i == n || self.counts[base + i] != self.counts[base + run_start] {
+                    regions.push(RegionSnapshot {
+                        start: o.range.start + run_start as u64 * page,
+                        end: o.range.start + i as u64 * page,
+                        nr_accesses: u32::from(self.counts[base + run_start]),
+                        age: 0,
+                    });
+                    run_start = i;
+                }
+            }
+        }
+        self.counts.fill(0);
+        let s = Snapshot {
+            start_us: self.window_start_us,
+            end_us: self.now_us,
+            sample_us: self.attrs.sample_us,
+            aggr_us: self.attrs.aggr_us,
+            targets: vec![TargetSnapshot {
+                target_idx: 0,
+                regions,
+            }],
+        };
+        self.window_start_us = self.now_us;
+        s
+    }
+}
+
+impl Monitor for FullScan {
+    fn next_snapshot(&mut self) -> Result<Option<Snapshot>, Error> {
+        for _ in 0..self.attrs.aggr_samples() {
+            self.sample();
+        }
+        Ok(Some(self.snapshot()))
+    }
+
+    fn commit(&mut self, attrs: Attrs) -> Result<(), Error> {
+        attrs.validate()?;
+        self.attrs = attrs;
+        Ok(())
+    }
+
+    fn attrs(&self) -> Attrs {
+        self.attrs
+    }
+
+    fn now_us(&self) -> u64 {
+        self.now_us
+    }
+}

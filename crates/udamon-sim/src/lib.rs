@@ -1,0 +1,129 @@
+//! A simulated address space with exact ground truth.
+//!
+//! Roles: [`Workload`] is a parsed spec (objects, gaps, phases of Poisson
+//! accesses, sweeps); [`Model`] indexes it to answer "how likely was this
+//! page touched in this interval" in O(log ranges); [`SimOps`] plugs that
+//! into udamon-core's [`Engine`](udamon_core::Engine) as an operations set;
+//! [`FullScan`] is the exact every-page baseline as a
+//! [`Monitor`](udamon_core::Monitor); [`accuracy`] compares any monitor's
+//! snapshots with the truth. The `udamon` binary picks among them.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use udamon_core::{Attrs, Monitor};
+//! use udamon_sim::{accuracy, build_monitor, AccuracyOptions, MonitorKind, Model, Workload};
+//!
+//! let spec = r#"
+//!     duration = "3s"
+//!     [[layout]]
+//!     object = "a"
+//!     size = "64M"
+//!     [[phase]]
+//!     duration = "3s"
+//!     [[phase.access]]
+//!     object = "a"
+//!     range = ["0%", "10%"]
+//!     rate = 500
+//! "#;
+//! let model = Arc::new(Model::new(Workload::from_toml(spec, "doc").unwrap()));
+//! let mut mon = build_monitor(&model, Attrs::default(), 7, MonitorKind::Adaptive).unwrap();
+//! let mut snaps = Vec::new();
+//! while mon.now_us() < model.workload.duration_us {
+//!     snaps.extend(mon.next_snapshot().unwrap());
+//! }
+//! let acc = accuracy(&model, &snaps, AccuracyOptions::default());
+//! assert!(acc.hot_f1 > 0.8, "{acc:?}");
+//! ```
+
+mod fullscan;
+mod model;
+mod ops;
+mod spec;
+mod truth;
+pub mod units;
+
+use std::sync::Arc;
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use udamon_core::{Adaptation, Attrs, Engine, Monitor, Target};
+
+pub use fullscan::{FullScan, MAX_FULL_SCAN_PAGES};
+pub use model::Model;
+pub use ops::SimOps;
+pub use spec::{Access, Object, Phase, Sweep, Workload, DEFAULT_BASE};
+pub use truth::{accuracy, Accuracy, AccuracyAcc, AccuracyOptions};
+
+/// The built-in demo spec (Daptrace figure 4: eight objects touched one
+/// after another, plus a small always-hot area in a large cold mapping).
+pub const DEMO_SPEC: &str = include_str!("../../../examples/specs/demo.toml");
+
+/// Which monitor runs over the simulated space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MonitorKind {
+    /// DAMON's adaptive regions.
+    Adaptive,
+    /// N static regions (the papers' "Miniature-like" sampling).
+    FixedRegions(u32),
+    /// Every page checked at every sample.
+    FullScan,
+}
+
+impl MonitorKind {
+    /// The label stored in records: "adaptive", "fixed-regions N", "full-scan".
+    pub fn label(&self) -> String {
+        match self {
+            MonitorKind::Adaptive => "adaptive".into(),
+            MonitorKind::FixedRegions(n) => format!("fixed-regions {n}"),
+            MonitorKind::FullScan => "full-scan".into(),
+        }
+    }
+}
+
+/// Builds the monitor of `kind` over the model. `seed` makes the run
+/// reproducible: the same seed gives the same snapshots.
+pub fn build_monitor(
+    model: &Arc<Model>,
+    attrs: Attrs,
+    seed: u64,
+    kind: MonitorKind,
+) -> Result<Box<dyn Monitor>, udamon_core::Error> {
+    let rng = Pcg64Mcg::seed_from_u64(seed);
+    let ops = SimOps::new(Arc::clone(model), seed);
+    Ok(match kind {
+        MonitorKind::Adaptive => Box::new(Engine::new(attrs, ops, vec![Target::new(0)], rng)?),
+        MonitorKind::FixedRegions(n) => Box::new(Engine::with_adaptation(
+            attrs,
+            ops,
+            vec![Target::new(0)],
+            rng,
+            Adaptation::Fixed(n),
+        )?),
+        MonitorKind::FullScan => Box::new(FullScan::new(Arc::clone(model), attrs, seed)?),
+    })
+}
+
+/// A spec that could not be used, with where and why.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("spec {origin}{}: {msg}", if *.line > 0 { format!(" line {}, column {}", .line, .col) } else { String::new() })]
+pub struct SpecError {
+    pub origin: String,
+    /// 1-based; 0 when the error is about the spec as a whole.
+    pub line: usize,
+    pub col: usize,
+    pub msg: String,
+}
+
+impl SpecError {
+    pub(crate) fn at(origin: &str, line: usize, col: usize, msg: String) -> Self {
+        Self {
+            origin: origin.to_string(),
+            line,
+            col,
+            msg,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

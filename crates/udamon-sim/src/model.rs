@@ -1,0 +1,288 @@
+//! The access model: for any page and time interval, the expected number of
+//! accesses (the Poisson hazard), computed from the spec's ranges, never per
+//! page.
+
+use udamon_core::{Addr, AddrRange};
+
+use crate::spec::{Sweep, Workload};
+
+/// An address span of one phase with a constant set of accesses.
+#[derive(Clone, Debug)]
+pub(crate) struct Seg {
+    pub range: AddrRange,
+    /// Sum of the rates (per page per second) of plain accesses covering it.
+    pub rate: f64,
+    /// Sweeping accesses covering it: (access range, rate, sweep).
+    pub sweeps: Vec<(AddrRange, f64, Sweep)>,
+}
+
+/// A part of a time interval that falls into one phase instance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Piece {
+    pub phase: usize,
+    /// Absolute start time of this phase instance.
+    pub phase_start_us: u64,
+    pub a_us: u64,
+    pub b_us: u64,
+}
+
+impl Piece {
+    pub fn secs(&self) -> f64 {
+        (self.b_us - self.a_us) as f64 / 1e6
+    }
+}
+
+/// The workload, indexed for fast lookups.
+pub struct Model {
+    pub workload: Workload,
+    cycle_us: u64,
+    phase_starts: Vec<u64>,
+    pub(crate) segs: Vec<Vec<Seg>>,
+}
+
+impl Model {
+    pub fn new(workload: Workload) -> Model {
+        let mut phase_starts = Vec::with_capacity(workload.phases.len());
+        let mut t = 0;
+        for p in &workload.phases {
+            phase_starts.push(t);
+            t += p.duration_us;
+        }
+        let segs = workload
+            .phases
+            .iter()
+            .map(|p| build_segs(&p.accesses))
+            .collect();
+        Model {
+            cycle_us: workload.cycle_us(),
+            workload,
+            phase_starts,
+            segs,
+        }
+    }
+
+    /// Splits `[t0, t1)` at phase boundaries.
+    pub(crate) fn pieces(&self, t0: u64, t1: u64, out: &mut Vec<Piece>) {
+        out.clear();
+        let mut t = t0;
+        while t < t1 {
+            let cycle = t / self.cycle_us;
+            let rem = t % self.cycle_us;
+            let i = self.phase_starts.partition_point(|&s| s <= rem) - 1;
+            let phase_start_us = cycle * self.cycle_us + self.phase_starts[i];
+            let b = t1.min(phase_start_us + self.workload.phases[i].duration_us);
+            out.push(Piece {
+                phase: i,
+                phase_start_us,
+                a_us: t,
+                b_us: b,
+            });
+            t = b;
+        }
+    }
+
+    pub(crate) fn seg_at(&self, phase: usize, addr: Addr) -> Option<&Seg> {
+        let segs = &self.segs[phase];
+        let i = segs.partition_point(|s| s.range.end <= addr);
+        segs.get(i).filter(|s| s.range.contains(addr))
+    }
+
+    /// Expected accesses of the page at `page` during `pieces`.
+    pub(crate) fn hazard(&self, page: Addr, pieces: &[Piece]) -> f64 {
+        let mut h = 0.0;
+        for p in pieces {
+            if let Some(seg) = self.seg_at(p.phase, page) {
+                h += seg_hazard(seg, page, p);
+            }
+        }
+        h
+    }
+
+    /// Probability that the page at `addr` is accessed at least once in
+    /// `[t0_us, t1_us)`.
+    pub fn access_probability(&self, addr: Addr, t0_us: u64, t1_us: u64) -> f64 {
+        let page = addr / self.workload.page_size * self.workload.page_size;
+        if !self.workload.is_mapped(page) {
+            return 0.0;
+        }
+        let mut pieces = Vec::new();
+        self.pieces(t0_us, t1_us, &mut pieces);
+        -(-self.hazard(page, &pieces)).exp_m1()
+    }
+}
+
+/// Expected accesses of `page` in `seg` during `piece`.
+pub(crate) fn seg_hazard(seg: &Seg, page: Addr, piece: &Piece) -> f64 {
+    let mut h = seg.rate * piece.secs();
+    for (range, rate, sweep) in &seg.sweeps {
+        h += rate * sweep_exposure_us(*range, *sweep, page, piece) / 1e6;
+    }
+    h
+}
+
+/// Time (us) during `piece` when the sweep's window covers `page`.
+///
+/// The window starts at the range's start when the phase starts and moves
+/// at `L / period` bytes per us, wrapping around. In coordinates
+/// `u = pos - (x - width)` taken modulo `L`, the page is covered while
+/// `u` is in `[0, width)`, so the covered time is a difference of the
+/// staircase `F(z) = floor(z / L) * width + min(z mod L, width)`.
+pub(crate) fn sweep_exposure_us(range: AddrRange, sweep: Sweep, page: Addr, piece: &Piece) -> f64 {
+    let l = range.sz() as f64;
+    let w = sweep.width as f64;
+    let x = (page - range.start) as f64;
+    let v = l / sweep.period_us as f64;
+    let f = |z: f64| (z / l).floor() * w + z.rem_euclid(l).min(w);
+    let u = |t: u64| v * (t - piece.phase_start_us) as f64 - (x - w);
+    (f(u(piece.b_us)) - f(u(piece.a_us))) / v
+}
+
+/// Cuts a phase's accesses into spans with a constant set of accesses.
+fn build_segs(accesses: &[crate::spec::Access]) -> Vec<Seg> {
+    let mut points: Vec<Addr> = accesses
+        .iter()
+        .flat_map(|a| [a.range.start, a.range.end])
+        .collect();
+    points.sort_unstable();
+    points.dedup();
+    let mut segs = Vec::new();
+    for w in points.windows(2) {
+        let range = AddrRange::new(w[0], w[1]);
+        let mut seg = Seg {
+            range,
+            rate: 0.0,
+            sweeps: Vec::new(),
+        };
+        for a in accesses
+            .iter()
+            .filter(|a| a.range.start <= range.start && range.end <= a.range.end)
+        {
+            match a.sweep {
+                None => seg.rate += a.rate,
+                Some(s) => seg.sweeps.push((a.range, a.rate, s)),
+            }
+        }
+        if seg.rate > 0.0 || !seg.sweeps.is_empty() {
+            segs.push(seg);
+        }
+    }
+    segs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(spec: &str) -> Model {
+        Model::new(Workload::from_toml(spec, "test").unwrap())
+    }
+
+    const TWO_PHASES: &str = r#"
+        duration = "10s"
+        base = 0
+        [[layout]]
+        object = "a"
+        size = "1M"
+        [[layout]]
+        object = "b"
+        size = "1M"
+        [[phase]]
+        duration = "1s"
+        [[phase.access]]
+        object = "a"
+        rate = 100
+        [[phase]]
+        duration = "2s"
+        [[phase.access]]
+        object = "b"
+        range = ["0%", "50%"]
+        rate = 10
+    "#;
+
+    #[test]
+    fn phases_repeat_and_split_intervals() {
+        let m = model(TWO_PHASES);
+        let mut p = Vec::new();
+        m.pieces(900_000, 1_100_000, &mut p);
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].phase, p[0].a_us, p[0].b_us), (0, 900_000, 1_000_000));
+        assert_eq!((p[1].phase, p[1].phase_start_us), (1, 1_000_000));
+        m.pieces(3_000_000, 3_000_010, &mut p);
+        assert_eq!(
+            (p[0].phase, p[0].phase_start_us),
+            (0, 3_000_000),
+            "second cycle"
+        );
+    }
+
+    #[test]
+    fn exact_poisson_probabilities() {
+        let m = model(TWO_PHASES);
+        // 5 ms at 100/s: 1 - e^-0.5
+        let p = m.access_probability(0x1000, 0, 5_000);
+        assert!((p - (1.0 - (-0.5f64).exp())).abs() < 1e-12);
+        // b's first half in phase 1 at 10/s; second half never.
+        assert!(
+            (m.access_probability((1 << 20) + 0x1000, 1_000_000, 1_100_000)
+                - (1.0 - (-1.0f64).exp()))
+            .abs()
+                < 1e-12
+        );
+        assert_eq!(
+            m.access_probability((1 << 20) + (600 << 10), 1_000_000, 1_100_000),
+            0.0
+        );
+        // An interval straddling the phase change gets half of each.
+        let p = m.access_probability(0, 950_000, 1_050_000);
+        assert!((p - (1.0 - (-5.0f64).exp())).abs() < 1e-12);
+        // Unmapped.
+        assert_eq!(m.access_probability(5 << 20, 0, 1_000_000), 0.0);
+    }
+
+    #[test]
+    fn sweep_exposure_is_width_over_speed() {
+        // Range 100 bytes, window 10, period 100 us: speed 1 byte/us. Over a
+        // full period every point is covered for exactly 10 us.
+        let range = AddrRange::new(0, 100);
+        let s = Sweep {
+            width: 10,
+            period_us: 100,
+        };
+        for x in [0, 5, 50, 95, 99] {
+            let piece = Piece {
+                phase: 0,
+                phase_start_us: 0,
+                a_us: 0,
+                b_us: 100,
+            };
+            let e = sweep_exposure_us(range, s, x, &piece);
+            assert!((e - 10.0).abs() < 1e-9, "x {x}: {e}");
+            // Any full period, however shifted, too.
+            let piece = Piece {
+                phase: 0,
+                phase_start_us: 0,
+                a_us: 37,
+                b_us: 137,
+            };
+            assert!((sweep_exposure_us(range, s, x, &piece) - 10.0).abs() < 1e-9);
+        }
+        // At t in [0, 10) the window is [t, t+10): x = 50 is not covered yet;
+        // x = 5 is covered from t = 0 to t = 5 (window start passes 5 at t=5... covered while start in (x-10, x]).
+        let piece = Piece {
+            phase: 0,
+            phase_start_us: 0,
+            a_us: 0,
+            b_us: 10,
+        };
+        assert!(sweep_exposure_us(range, s, 50, &piece).abs() < 1e-9);
+        assert!((sweep_exposure_us(range, s, 5, &piece) - 5.0).abs() < 1e-9);
+        // Wrap-around: at t in [95, 100) the window covers [95, 100) and [0, 5).
+        let piece = Piece {
+            phase: 0,
+            phase_start_us: 0,
+            a_us: 95,
+            b_us: 100,
+        };
+        assert!((sweep_exposure_us(range, s, 2, &piece) - 5.0).abs() < 1e-9);
+    }
+}

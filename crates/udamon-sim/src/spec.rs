@@ -1,0 +1,376 @@
+//! Workload specs: TOML in, a resolved [`Workload`] out. The format is
+//! documented in `docs/sim-spec.md`.
+
+use serde::Deserialize;
+use toml::Spanned;
+use udamon_core::{Addr, AddrRange};
+
+use crate::units::{parse_duration_us, parse_size};
+use crate::SpecError;
+
+/// Where objects start when the spec does not say.
+pub const DEFAULT_BASE: Addr = 0x1000_0000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpec {
+    name: Option<String>,
+    duration: Spanned<String>,
+    seed: Option<u64>,
+    page_size: Option<Spanned<String>>,
+    base: Option<Spanned<SizeOrInt>>,
+    #[serde(default)]
+    layout: Vec<RawLayout>,
+    #[serde(default)]
+    phase: Vec<RawPhase>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeOrInt {
+    Int(u64),
+    Str(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLayout {
+    object: Option<Spanned<String>>,
+    size: Option<Spanned<String>>,
+    gap: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPhase {
+    duration: Spanned<String>,
+    #[serde(default)]
+    access: Vec<RawAccess>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAccess {
+    object: Spanned<String>,
+    range: Option<Spanned<[String; 2]>>,
+    rate: Spanned<f64>,
+    sweep: Option<Spanned<RawSweep>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSweep {
+    width: String,
+    period: String,
+}
+
+/// A mapped object of the simulated space.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Object {
+    pub name: String,
+    pub range: AddrRange,
+}
+
+/// A window of `width` bytes moving once per `period_us` across an access
+/// range, wrapping around at its end.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sweep {
+    pub width: u64,
+    pub period_us: u64,
+}
+
+/// Accesses to one address range during a phase.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Access {
+    pub range: AddrRange,
+    /// Accesses per page per second (Poisson).
+    pub rate: f64,
+    pub sweep: Option<Sweep>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Phase {
+    pub duration_us: u64,
+    pub accesses: Vec<Access>,
+}
+
+/// A resolved workload: absolute addresses, microseconds, rates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    pub name: String,
+    pub duration_us: u64,
+    pub seed: Option<u64>,
+    pub page_size: u64,
+    pub objects: Vec<Object>,
+    pub phases: Vec<Phase>,
+}
+
+impl Workload {
+    /// Parses and checks a spec; `origin` names it in errors (a file name).
+    pub fn from_toml(text: &str, origin: &str) -> Result<Workload, SpecError> {
+        let raw: RawSpec = toml::from_str(text).map_err(|e| {
+            let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+            SpecError::at(origin, line, col, e.message().to_string())
+        })?;
+        let at = |span: std::ops::Range<usize>, msg: String| {
+            let (line, col) = line_col(text, span.start);
+            SpecError::at(origin, line, col, msg)
+        };
+        let size = |s: &Spanned<String>| parse_size(s.get_ref()).map_err(|m| at(s.span(), m));
+        let dur = |s: &Spanned<String>| parse_duration_us(s.get_ref()).map_err(|m| at(s.span(), m));
+
+        let duration_us = dur(&raw.duration)?;
+        if duration_us == 0 {
+            return Err(at(
+                raw.duration.span(),
+                "duration is 0 (give the simulated length, like \"40s\")".into(),
+            ));
+        }
+        let page_size = match &raw.page_size {
+            Some(p) => {
+                let v = size(p)?;
+                if !v.is_power_of_two() || v < 4096 {
+                    return Err(at(
+                        p.span(),
+                        format!("page_size {v} is not a power of two of at least 4K"),
+                    ));
+                }
+                v
+            }
+            None => 4096,
+        };
+        let base = match &raw.base {
+            None => DEFAULT_BASE,
+            Some(b) => match b.get_ref() {
+                SizeOrInt::Int(v) => *v,
+                SizeOrInt::Str(s) => parse_int_or_size(s).map_err(|m| at(b.span(), m))?,
+            },
+        };
+        if base % page_size != 0 {
+            return Err(SpecError::at(
+                origin,
+                0,
+                0,
+                format!("base {base:#x} is not aligned to the page size {page_size}"),
+            ));
+        }
+
+        let mut objects: Vec<Object> = Vec::new();
+        let mut addr = base;
+        for l in &raw.layout {
+            match (&l.object, &l.size, &l.gap) {
+                (Some(name), Some(sz), None) => {
+                    let sz_v = size(sz)?;
+                    if sz_v == 0 || sz_v % page_size != 0 {
+                        return Err(at(sz.span(), format!("object size {} is not a positive multiple of the page size {page_size}", sz.get_ref())));
+                    }
+                    if objects.iter().any(|o| &o.name == name.get_ref()) {
+                        return Err(at(
+                            name.span(),
+                            format!("object \"{}\" is defined twice", name.get_ref()),
+                        ));
+                    }
+                    let end = addr.checked_add(sz_v).ok_or_else(|| {
+                        at(
+                            sz.span(),
+                            "layout runs past the end of the 64-bit address space".into(),
+                        )
+                    })?;
+                    objects.push(Object {
+                        name: name.get_ref().clone(),
+                        range: AddrRange::new(addr, end),
+                    });
+                    addr = end;
+                }
+                (None, None, Some(g)) => {
+                    let g_v = size(g)?;
+                    if g_v % page_size != 0 {
+                        return Err(at(
+                            g.span(),
+                            format!(
+                                "gap {} is not a multiple of the page size {page_size}",
+                                g.get_ref()
+                            ),
+                        ));
+                    }
+                    addr = addr.checked_add(g_v).ok_or_else(|| {
+                        at(
+                            g.span(),
+                            "layout runs past the end of the 64-bit address space".into(),
+                        )
+                    })?;
+                }
+                (Some(name), None, None) => {
+                    return Err(at(
+                        name.span(),
+                        format!(
+                            "object \"{}\" has no size (add size = \"64M\")",
+                            name.get_ref()
+                        ),
+                    ))
+                }
+                _ => return Err(SpecError::at(
+                    origin,
+                    0,
+                    0,
+                    "each [[layout]] entry is either object = NAME with size = SIZE, or gap = SIZE"
+                        .into(),
+                )),
+            }
+        }
+        if objects.is_empty() {
+            return Err(SpecError::at(
+                origin,
+                0,
+                0,
+                "the layout has no object (add [[layout]] object = \"obj0\" size = \"64M\")".into(),
+            ));
+        }
+
+        let mut phases = Vec::new();
+        for p in &raw.phase {
+            let duration_us = dur(&p.duration)?;
+            if duration_us == 0 {
+                return Err(at(p.duration.span(), "phase duration is 0".into()));
+            }
+            let mut accesses = Vec::new();
+            for a in &p.access {
+                let obj = objects
+                    .iter()
+                    .find(|o| &o.name == a.object.get_ref())
+                    .ok_or_else(|| {
+                        let known: Vec<&str> = objects.iter().map(|o| o.name.as_str()).collect();
+                        at(
+                            a.object.span(),
+                            format!(
+                                "unknown object \"{}\" (the layout has: {})",
+                                a.object.get_ref(),
+                                known.join(", ")
+                            ),
+                        )
+                    })?;
+                let range = match &a.range {
+                    None => obj.range,
+                    Some(r) => {
+                        let [lo, hi] = r.get_ref();
+                        let off = |s: &str| {
+                            offset_in(s, obj.range.sz(), page_size).map_err(|m| at(r.span(), m))
+                        };
+                        let (lo, hi) = (off(lo)?, off(hi)?);
+                        if lo >= hi {
+                            return Err(at(
+                                r.span(),
+                                format!(
+                                    "range [{lo:#x}, {hi:#x}) of object \"{}\" is empty",
+                                    obj.name
+                                ),
+                            ));
+                        }
+                        AddrRange::new(obj.range.start + lo, obj.range.start + hi)
+                    }
+                };
+                let rate = *a.rate.get_ref();
+                if !(rate.is_finite() && rate >= 0.0) {
+                    return Err(at(a.rate.span(), format!("rate {rate} is not a non-negative number of accesses per page per second")));
+                }
+                let sweep = match &a.sweep {
+                    None => None,
+                    Some(s) => {
+                        let width = parse_size(&s.get_ref().width).map_err(|m| at(s.span(), m))?;
+                        let period_us =
+                            parse_duration_us(&s.get_ref().period).map_err(|m| at(s.span(), m))?;
+                        if width == 0 || width > range.sz() {
+                            return Err(at(s.span(), format!("sweep width {width} must be positive and at most the range size {}", range.sz())));
+                        }
+                        if period_us == 0 {
+                            return Err(at(s.span(), "sweep period is 0".into()));
+                        }
+                        Some(Sweep { width, period_us })
+                    }
+                };
+                accesses.push(Access { range, rate, sweep });
+            }
+            phases.push(Phase {
+                duration_us,
+                accesses,
+            });
+        }
+        if phases.is_empty() {
+            // No phase: nothing is ever accessed, which is a valid (idle) workload.
+            phases.push(Phase {
+                duration_us,
+                accesses: Vec::new(),
+            });
+        }
+        Ok(Workload {
+            name: raw.name.unwrap_or_else(|| origin.to_string()),
+            duration_us,
+            seed: raw.seed,
+            page_size,
+            objects,
+            phases,
+        })
+    }
+
+    /// Mapped ranges in address order (adjacent objects are separate mappings).
+    pub fn mappings(&self) -> Vec<AddrRange> {
+        self.objects.iter().map(|o| o.range).collect()
+    }
+
+    /// Bytes mapped.
+    pub fn mapped_bytes(&self) -> u64 {
+        self.objects.iter().map(|o| o.range.sz()).sum()
+    }
+
+    /// Length of one pass through all phases.
+    pub fn cycle_us(&self) -> u64 {
+        self.phases.iter().map(|p| p.duration_us).sum()
+    }
+
+    /// Whether `addr` is inside a mapped object.
+    pub fn is_mapped(&self, addr: Addr) -> bool {
+        let i = self.objects.partition_point(|o| o.range.end <= addr);
+        self.objects.get(i).is_some_and(|o| o.range.contains(addr))
+    }
+}
+
+fn parse_int_or_size(s: &str) -> Result<u64, String> {
+    if let Some(hex) = s.strip_prefix("0x") {
+        return u64::from_str_radix(hex, 16).map_err(|_| format!("\"{s}\" is not a hex address"));
+    }
+    parse_size(s)
+}
+
+/// An offset inside an object: a percentage of its size ("25%") or a size
+/// ("16M"), rounded down to the page size (the end of the object stays exact).
+fn offset_in(s: &str, obj_sz: u64, page: u64) -> Result<u64, String> {
+    let v = if let Some(p) = s.trim().strip_suffix('%') {
+        let p: f64 = p
+            .trim()
+            .parse()
+            .map_err(|_| format!("\"{s}\" is not a percentage"))?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(format!("percentage \"{s}\" is outside 0% to 100%"));
+        }
+        (obj_sz as f64 * p / 100.0) as u64
+    } else {
+        parse_size(s)?
+    };
+    if v > obj_sz {
+        return Err(format!(
+            "offset \"{s}\" is past the end of the object ({obj_sz} bytes)"
+        ));
+    }
+    Ok(if v == obj_sz { v } else { v / page * page })
+}
+
+/// 1-based line and column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before
+        .rfind('\n')
+        .map_or(before.len(), |i| before.len() - i - 1)
+        + 1;
+    (line, col)
+}

@@ -1,0 +1,111 @@
+//! Sizes ("64M", "10T", "4096") and durations ("2s", "100ms").
+
+/// Parses a size: a number with an optional K, M, G or T suffix (powers of
+/// 1024; a trailing "B" or "iB" is accepted). Fractions are allowed with a
+/// suffix ("1.5G").
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                'P' => 1 << 50,
+                _ => {
+                    return Err(format!(
+                        "unknown unit \"{c}\" in size \"{s}\" (expected K, M, G, T or P)"
+                    ))
+                }
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a size (expected a number with K, M, G or T)"))?;
+    if v.is_nan() || v < 0.0 || v * mult as f64 >= u64::MAX as f64 {
+        return Err(format!("size \"{s}\" is out of range"));
+    }
+    Ok((v * mult as f64).round() as u64)
+}
+
+/// Parses a duration into microseconds: a number with us, ms, s, m or h.
+pub fn parse_duration_us(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| c.is_ascii_alphabetic())
+        .ok_or_else(|| format!("duration \"{s}\" has no unit (expected us, ms, s, m or h)"))?;
+    let (num, unit) = t.split_at(split);
+    let mult: f64 = match unit {
+        "us" => 1.0,
+        "ms" => 1e3,
+        "s" => 1e6,
+        "m" | "min" => 60e6,
+        "h" => 3600e6,
+        _ => {
+            return Err(format!(
+                "unknown unit \"{unit}\" in duration \"{s}\" (expected us, ms, s, m or h)"
+            ))
+        }
+    };
+    let v: f64 = num.trim().parse().map_err(|_| {
+        format!("\"{s}\" is not a duration (expected a number and a unit, like 2s)")
+    })?;
+    if v.is_nan() || v < 0.0 || v * mult >= u64::MAX as f64 {
+        return Err(format!("duration \"{s}\" is out of range"));
+    }
+    Ok((v * mult).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        let ok = [
+            ("4K", 4096),
+            ("64M", 64 << 20),
+            ("10T", 10 << 40),
+            ("2MB", 2 << 20),
+            ("1.5G", 3 << 29),
+            ("4096", 4096),
+            ("1GiB", 1 << 30),
+        ];
+        for (s, want) in ok {
+            assert_eq!(parse_size(s), Ok(want), "{s}");
+        }
+        for bad in ["", "x", "4Q", "-1M", "1e30T"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert!(parse_size("4Q").unwrap_err().contains("unknown unit \"Q\""));
+    }
+
+    #[test]
+    fn durations() {
+        let ok = [
+            ("5us", 5),
+            ("100ms", 100_000),
+            ("2s", 2_000_000),
+            ("1.5s", 1_500_000),
+            ("2m", 120_000_000),
+            ("1h", 3_600_000_000),
+        ];
+        for (s, want) in ok {
+            assert_eq!(parse_duration_us(s), Ok(want), "{s}");
+        }
+        assert!(parse_duration_us("2sx")
+            .unwrap_err()
+            .contains("unknown unit \"sx\""));
+        assert!(parse_duration_us("10").unwrap_err().contains("no unit"));
+        assert!(parse_duration_us("fast").is_err());
+    }
+}

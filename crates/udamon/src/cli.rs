@@ -1,0 +1,230 @@
+//! The command line, defined once: doc comments are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::output::ColorChoice;
+
+/// Data access monitoring and access-aware memory management (DAMON and
+/// DAMOS) in user space.
+#[derive(Parser, Debug)]
+#[command(
+    name = "udamon",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Record a built-in simulated workload and show what udamon sees:
+    /// heatmap, working set size and accuracy against the exact truth
+    Demo(DemoArgs),
+    /// Monitor a workload and write its access pattern to a record file
+    Record(RecordArgs),
+    /// Read a record file and report on it
+    #[command(subcommand)]
+    Report(ReportCommand),
+    /// Show what this machine offers udamon (read-only probing)
+    Features(FeaturesArgs),
+    /// Measure udamon's own speed, record size and accuracy
+    Bench(BenchArgs),
+    /// Print shell completions for SHELL to stdout
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print udamon's man page (roff) to stdout
+    Man,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Where to write the record
+    #[arg(short, long, default_value = "udamon-demo.udr")]
+    pub output: PathBuf,
+    /// Where to write the heatmap image (.png or .svg)
+    #[arg(long, default_value = "heatmap.png")]
+    pub image: PathBuf,
+    /// Seed of the simulation
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+/// Monitoring attributes, as in kernel DAMON (defaults: the kernel's, but
+/// the ops update interval is damo's 1 s).
+#[derive(Args, Debug, Clone)]
+pub struct AttrsArgs {
+    /// Sampling interval: how often each region's sample page is checked
+    #[arg(long, value_name = "DURATION", default_value = "5ms")]
+    pub sample: String,
+    /// Aggregation interval: the length of one snapshot's window
+    #[arg(long, value_name = "DURATION", default_value = "100ms")]
+    pub aggr: String,
+    /// How often the monitored ranges are re-derived from the mappings
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub update: String,
+    /// Lower bound of the region count
+    #[arg(long, default_value_t = 10)]
+    pub min_regions: u32,
+    /// Upper bound of the region count (bounds the monitoring overhead)
+    #[arg(long, default_value_t = 1000)]
+    pub max_regions: u32,
+    /// Auto-tune the intervals toward this share of observed accesses
+    /// (basis points; 400 = 4%, the kernel's recommendation); off by default
+    #[arg(long, value_name = "BP")]
+    pub intervals_goal: Option<u32>,
+}
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// Simulated workload spec (TOML, see docs/sim-spec.md)
+    #[arg(long, value_name = "SPEC", required = true)]
+    pub sim: PathBuf,
+    /// Record file to write
+    #[arg(short, long, default_value = "udamon.udr")]
+    pub output: PathBuf,
+    /// Seed of the simulation [default: the spec's `seed`, else 0]
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulated duration [default: the spec's `duration`]
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    #[command(flatten)]
+    pub attrs: AttrsArgs,
+    /// Baseline: N static equal regions, no adaptation
+    #[arg(long, value_name = "N", conflicts_with = "full_scan")]
+    pub fixed_regions: Option<u32>,
+    /// Baseline: check every page at every sample (exact, slow)
+    #[arg(long)]
+    pub full_scan: bool,
+    /// Print the run's summary as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ReportCommand {
+    /// Access frequency over time and address space
+    Heatmap(HeatmapArgs),
+    /// Working set size: distribution and time series
+    Wss(WssArgs),
+    /// The hottest regions, with their size and age
+    Hot(HotArgs),
+    /// Every snapshot as JSON lines, after a header line
+    Raw(FileArgs),
+    /// Accuracy against the exact truth (simulated records only)
+    Accuracy(AccuracyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FileArgs {
+    /// Record file
+    pub file: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct HeatmapArgs {
+    /// Record file
+    pub file: PathBuf,
+    /// Print the heatmap model as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Write an image instead of printing (.png or .svg)
+    #[arg(short, long, value_name = "IMAGE")]
+    pub output: Option<PathBuf>,
+    /// Address range to show, START-END (hex or sizes) [default: the active range]
+    #[arg(long, value_name = "START-END")]
+    pub address_range: Option<String>,
+    /// Time range to show, START-END in durations since the record's start
+    #[arg(long, value_name = "START-END")]
+    pub time_range: Option<String>,
+    /// Show every monitored range, not just where accesses were seen
+    #[arg(long)]
+    pub all: bool,
+    /// Resolution, TIMExADDR bins [default: fits the terminal, 500x500 for images]
+    #[arg(long, value_name = "TxA")]
+    pub resol: Option<String>,
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+#[derive(Args, Debug)]
+pub struct WssArgs {
+    /// Record file
+    pub file: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+    /// Percentiles to report
+    #[arg(long, value_delimiter = ',', default_value = "0,25,50,75,100")]
+    pub percentiles: Vec<u32>,
+    /// Least nr_accesses for a region to count as working set
+    #[arg(long, default_value_t = 1)]
+    pub acc_thres: u32,
+    /// Snapshots skipped at the start
+    #[arg(long, default_value_t = 0)]
+    pub skip: usize,
+    /// Also print the time series
+    #[arg(long)]
+    pub series: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct HotArgs {
+    /// Record file
+    pub file: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+    /// How many regions to list
+    #[arg(short = 'n', long, default_value_t = 10)]
+    pub top: usize,
+    /// Use the snapshot covering this time since the record's start [default: the last]
+    #[arg(long, value_name = "DURATION", conflicts_with = "aggregate")]
+    pub at: Option<String>,
+    /// Rank address ranges by their average frequency over the whole record
+    #[arg(long)]
+    pub aggregate: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct AccuracyArgs {
+    /// Record file
+    pub file: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+    /// Aggregation windows skipped at the start while regions form
+    #[arg(long, default_value_t = 10)]
+    pub warmup: usize,
+    /// Access frequency (0-1) at or above which memory counts as hot
+    #[arg(long, default_value_t = 0.2)]
+    pub hot_threshold: f64,
+}
+
+#[derive(Args, Debug)]
+pub struct FeaturesArgs {
+    #[arg(long)]
+    pub json: bool,
+    /// Probe a fake tree under this root instead of the machine (tests)
+    #[arg(long, hide = true, default_value = "/")]
+    pub root: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Shorter runs (for a quick look; figures are noisier)
+    #[arg(long)]
+    pub quick: bool,
+    /// Print the figures as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Run only these parts (cost, record, heatmap, accuracy)
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+}

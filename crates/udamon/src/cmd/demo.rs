@@ -1,0 +1,80 @@
+//! `udamon demo`: the built-in workload, recorded and reported end to end.
+
+use std::io::{self, BufWriter, Write};
+
+use anyhow::Result;
+use udamon_core::Attrs;
+use udamon_record::Reader;
+use udamon_report::{heatmap, wss, HeatmapFormat, HeatmapOptions, ImageOptions, WssOptions};
+use udamon_sim::{AccuracyAcc, AccuracyOptions, MonitorKind, DEMO_SPEC};
+
+use super::record::{run_sim, SimRun};
+use super::report::{print_accuracy, sim_model, title};
+use crate::cli::DemoArgs;
+
+pub fn run(a: DemoArgs) -> Result<()> {
+    let run = SimRun {
+        spec_text: DEMO_SPEC,
+        origin: "demo",
+        seed: Some(a.seed),
+        duration_us: None,
+        attrs: Attrs::default(),
+        kind: MonitorKind::Adaptive,
+        keep: false,
+        progress: true,
+    };
+    let s = run_sim(&run, Some(&a.output))?;
+    let reader = Reader::open(&a.output)?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    writeln!(
+        out,
+        "udamon demo: eight 64 MiB objects touched one after another, a small hot area in a cold 1 GiB mapping"
+    )?;
+    writeln!(
+        out,
+        "{:.0}s simulated in {:.2}s, {} snapshots, {:.0} regions on average\n",
+        s.simulated_s, s.elapsed_s, s.snapshots, s.avg_nr_regions
+    )?;
+    let hm = heatmap::build(&reader, &HeatmapOptions::default(), HeatmapFormat::Text)?;
+    hm.write_text(&mut out, a.color.enabled())?;
+    writeln!(out)?;
+    let w = wss::build(&reader, &WssOptions::default())?;
+    w.write_text(&mut out, false)?;
+    writeln!(out)?;
+    out.flush()?;
+    drop(out);
+
+    let (model, _) = sim_model(&reader, &a.output)?;
+    let mut acc = AccuracyAcc::new(AccuracyOptions::default());
+    reader.for_each_snapshot(|snap| acc.push(&model, snap))?;
+    print_accuracy(&acc.finish(), "adaptive");
+
+    let image = ImageOptions {
+        title: Some(title(&reader, &a.output)),
+        ..ImageOptions::default()
+    };
+    let ext = a.image.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let img_hm = heatmap::build(
+        &reader,
+        &HeatmapOptions::default(),
+        if ext == "svg" {
+            HeatmapFormat::Svg
+        } else {
+            HeatmapFormat::Png
+        },
+    )?;
+    if ext == "svg" {
+        let mut f = BufWriter::new(std::fs::File::create(&a.image)?);
+        img_hm.write_svg(&mut f, &image)?;
+        f.flush()?;
+    } else {
+        img_hm.write_png(&a.image, &image)?;
+    }
+    println!("\nwrote {} and {}", a.output.display(), a.image.display());
+    println!(
+        "next: udamon report heatmap {} --all, udamon report hot {}",
+        a.output.display(),
+        a.output.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! `udamon report`: read a record, print or draw a report.
+
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use udamon_record::{Entry, Reader};
+use udamon_report::{
+    heatmap, hot, wss, HeatmapFormat, HeatmapOptions, HotOptions, ImageOptions, WssOptions,
+};
+use udamon_sim::units::{parse_duration_us, parse_size};
+use udamon_sim::{AccuracyAcc, AccuracyOptions, Model, Workload};
+
+use crate::cli::{AccuracyArgs, FileArgs, HeatmapArgs, HotArgs, ReportCommand, WssArgs};
+use crate::output::print_json;
+use crate::UsageError;
+
+pub fn run(r: ReportCommand) -> Result<()> {
+    match r {
+        ReportCommand::Heatmap(a) => heatmap_cmd(a),
+        ReportCommand::Wss(a) => wss_cmd(a),
+        ReportCommand::Hot(a) => hot_cmd(a),
+        ReportCommand::Raw(a) => raw_cmd(a),
+        ReportCommand::Accuracy(a) => accuracy_cmd(a),
+    }
+}
+
+/// Opens a record; a damaged tail is reported on stderr and the readable
+/// part is used.
+pub fn open(path: &Path) -> Result<Reader> {
+    let reader = Reader::open(path)?;
+    if let Some(t) = reader.tail() {
+        eprintln!("udamon: warning: {}: {t}", path.display());
+    }
+    Ok(reader)
+}
+
+/// Parses "START-END" with `parse` for each side.
+fn range_arg(
+    flag: &str,
+    s: &str,
+    parse: impl Fn(&str) -> Result<u64, String>,
+) -> Result<(u64, u64)> {
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| UsageError(format!("--{flag} {s}: expected START-END")))?;
+    let a = parse(a).map_err(|m| UsageError(format!("--{flag}: {m}")))?;
+    let b = parse(b).map_err(|m| UsageError(format!("--{flag}: {m}")))?;
+    if a >= b {
+        bail!(UsageError(format!(
+            "--{flag} {s}: the start is not below the end"
+        )));
+    }
+    Ok((a, b))
+}
+
+fn addr(s: &str) -> Result<u64, String> {
+    match s.trim().strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).map_err(|_| format!("\"{s}\" is not a hex address")),
+        None => parse_size(s),
+    }
+}
+
+fn resol_arg(s: &str) -> Result<(usize, usize)> {
+    let bad = || UsageError(format!("--resol {s}: expected TIMExADDR bins, like 40x80"));
+    let (t, a) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    Ok((
+        t.trim().parse().map_err(|_| bad())?,
+        a.trim().parse().map_err(|_| bad())?,
+    ))
+}
+
+fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
+    let reader = open(&a.file)?;
+    let (time_bins, addr_bins) = match a.resol.as_deref().map(resol_arg).transpose()? {
+        Some((t, ad)) => (Some(t), Some(ad)),
+        None => (None, None),
+    };
+    if a.all && a.address_range.is_some() {
+        bail!(UsageError(
+            "--all and --address-range cannot be combined".into()
+        ));
+    }
+    let opts = HeatmapOptions {
+        target: None,
+        time_range: a
+            .time_range
+            .as_deref()
+            .map(|s| range_arg("time-range", s, parse_duration_us))
+            .transpose()?,
+        address_range: a
+            .address_range
+            .as_deref()
+            .map(|s| range_arg("address-range", s, addr))
+            .transpose()?,
+        all: a.all,
+        time_bins,
+        addr_bins,
+    };
+    let format = match &a.output {
+        Some(p) => match p.extension().and_then(|e| e.to_str()) {
+            Some("png") => HeatmapFormat::Png,
+            Some("svg") => HeatmapFormat::Svg,
+            _ => bail!(UsageError(format!(
+                "{}: the image name must end in .png or .svg",
+                p.display()
+            ))),
+        },
+        None if a.json => HeatmapFormat::Json,
+        None => HeatmapFormat::Text,
+    };
+    let hm = heatmap::build(&reader, &opts, format)?;
+    let image = ImageOptions {
+        title: Some(title(&reader, &a.file)),
+        ..ImageOptions::default()
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    match (format, &a.output) {
+        (HeatmapFormat::Png, Some(p)) => hm.write_png(p, &image)?,
+        (HeatmapFormat::Svg, Some(p)) => {
+            let mut f = BufWriter::new(
+                std::fs::File::create(p)
+                    .with_context(|| format!("cannot write {}", p.display()))?,
+            );
+            hm.write_svg(&mut f, &image)?;
+            f.flush()?;
+        }
+        (HeatmapFormat::Json, _) => hm.write_json(&mut out)?,
+        _ => hm.write_text(&mut out, a.color.enabled())?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The image title: the workload and how it was monitored.
+pub fn title(reader: &Reader, path: &Path) -> String {
+    let h = reader.header();
+    let name = h.targets.first().map_or(String::new(), |t| t.label.clone());
+    match &h.sim {
+        Some(s) => format!("{name} ({}, simulated)", s.monitor),
+        None => format!("{} ({})", path.display(), h.kind),
+    }
+}
+
+fn wss_cmd(a: WssArgs) -> Result<()> {
+    let reader = open(&a.file)?;
+    let opts = WssOptions {
+        percentiles: a.percentiles.iter().map(|&p| f64::from(p)).collect(),
+        acc_thres: a.acc_thres,
+        skip: a.skip,
+        ..WssOptions::default()
+    };
+    let w = wss::build(&reader, &opts)?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    if a.json {
+        w.write_json(&mut out)?;
+    } else {
+        w.write_text(&mut out, a.series)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn hot_cmd(a: HotArgs) -> Result<()> {
+    let reader = open(&a.file)?;
+    let opts = HotOptions {
+        at_us: a
+            .at
+            .as_deref()
+            .map(|s| super::record::duration_arg("at", s))
+            .transpose()?,
+        aggregate: a.aggregate,
+        top: a.top,
+        ..HotOptions::default()
+    };
+    let h = hot::build(&reader, &opts)?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    if a.json {
+        h.write_json(&mut out)?;
+    } else {
+        h.write_text(&mut out)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn raw_cmd(a: FileArgs) -> Result<()> {
+    let reader = open(&a.file)?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    udamon_report::raw::write_header_line(&mut out, reader.header())?;
+    let mut buf = Vec::new();
+    let mut err = None;
+    reader.for_each_entry(|e| {
+        let r = match e {
+            Entry::Snapshot(s) => udamon_report::raw::write_snapshot_line(&mut out, s, &mut buf),
+            Entry::Json { kind, value } => {
+                udamon_report::raw::write_json_line(&mut out, kind, value)
+            }
+        };
+        match r {
+            Ok(()) => std::ops::ControlFlow::Continue(()),
+            Err(e) => {
+                err = Some(e);
+                std::ops::ControlFlow::Break(())
+            }
+        }
+    })?;
+    match err {
+        // A closed pipe (`| head`) is a normal way to stop reading.
+        Some(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        Some(e) => return Err(e.into()),
+        None => {}
+    }
+    out.flush().or_else(|e| {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })?;
+    Ok(())
+}
+
+/// The model a simulated record was made from.
+pub fn sim_model(reader: &Reader, path: &Path) -> Result<(Arc<Model>, u64)> {
+    let h = reader.header();
+    let Some(sim) = &h.sim else {
+        bail!(UsageError(format!(
+            "{}: accuracy needs a simulated record (this one is {}, which has no ground truth)",
+            path.display(),
+            h.kind
+        )));
+    };
+    let mut w = Workload::from_toml(&sim.spec_toml, &path.display().to_string())?;
+    if let Some(d) = h.params.get("duration_us").and_then(|v| v.as_u64()) {
+        w.duration_us = d;
+    }
+    Ok((Arc::new(Model::new(w)), sim.seed))
+}
+
+fn accuracy_cmd(a: AccuracyArgs) -> Result<()> {
+    if !(0.0..=1.0).contains(&a.hot_threshold) {
+        bail!(UsageError(format!(
+            "--hot-threshold {}: expected a frequency between 0 and 1",
+            a.hot_threshold
+        )));
+    }
+    let reader = open(&a.file)?;
+    let (model, _) = sim_model(&reader, &a.file)?;
+    let opts = AccuracyOptions {
+        warmup_windows: a.warmup,
+        hot_threshold: a.hot_threshold,
+    };
+    let mut acc = AccuracyAcc::new(opts);
+    reader.for_each_snapshot(|s| acc.push(&model, s))?;
+    let acc = acc.finish();
+    if a.json {
+        return print_json(&acc);
+    }
+    print_accuracy(
+        &acc,
+        &reader
+            .header()
+            .sim
+            .as_ref()
+            .map_or(String::new(), |s| s.monitor.clone()),
+    );
+    Ok(())
+}
+
+pub fn print_accuracy(acc: &udamon_sim::Accuracy, monitor: &str) {
+    println!(
+        "accuracy of {monitor} monitoring over {} windows (after {} warm-up windows):",
+        acc.windows, acc.warmup_windows
+    );
+    println!(
+        "  freq_mae   {:.4}   mean |estimated - true| access frequency",
+        acc.freq_mae
+    );
+    println!(
+        "  hot_f1     {:.3}    F1 of hot memory (frequency >= {})",
+        acc.hot_f1, acc.hot_threshold
+    );
+    println!(
+        "  wss_error  {:.3}    relative working-set size error",
+        acc.wss_error
+    );
+    println!("  regions    {:.0}      on average", acc.avg_nr_regions);
+}
