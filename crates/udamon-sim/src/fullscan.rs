@@ -105,13 +105,21 @@ impl FullScan {
             let has_sweep = segs.iter().any(|(s, _)| !s.sweeps.is_empty());
             let first_page = a.div_ceil(page) * page;
             if has_sweep {
-                let mut addr = first_page;
-                while addr < b {
-                    let h: f64 = segs.iter().map(|(s, p)| seg_hazard(s, addr, p)).sum();
-                    if h > 0.0 && self.rng.random::<f64>() < -(-h).exp_m1() {
-                        self.hit(addr);
+                let pure = segs.iter().all(|(s, _)| s.rate == 0.0);
+                let spans = if pure {
+                    swept_spans(&segs, a, b)
+                } else {
+                    vec![(a, b)]
+                };
+                for (lo, hi) in spans {
+                    let mut addr = lo.div_ceil(page) * page;
+                    while addr < hi {
+                        let h: f64 = segs.iter().map(|(s, p)| seg_hazard(s, addr, p)).sum();
+                        if h > 0.0 && self.rng.random::<f64>() < -(-h).exp_m1() {
+                            self.hit(addr);
+                        }
+                        addr += page;
                     }
-                    addr += page;
                 }
             } else {
                 let h: f64 = segs.iter().map(|(s, p)| s.rate * p.secs()).sum();
@@ -183,6 +191,53 @@ impl FullScan {
     }
 }
 
+/// The parts of `[a, b)` that a sweep's window passes over during its
+/// pieces: positions `[p0, p1 + width)` modulo the range, where `p0` and `p1`
+/// are the window's start at the piece's start and end. Pages elsewhere have
+/// no exposure and need no draw.
+fn swept_spans(segs: &[(&crate::model::Seg, Piece)], a: u64, b: u64) -> Vec<(u64, u64)> {
+    let mut spans = Vec::new();
+    for (seg, piece) in segs {
+        for (range, _, sweep) in &seg.sweeps {
+            let l = range.sz();
+            let pos = |t: u64| -> u128 {
+                u128::from(t - piece.phase_start_us) * u128::from(l) / u128::from(sweep.period_us)
+            };
+            let (p0, p1) = (
+                pos(piece.a_us),
+                pos(piece.b_us) + u128::from(sweep.width) + 1,
+            );
+            if p1 - p0 >= u128::from(l) {
+                spans.push((a, b));
+                continue;
+            }
+            let (s0, s1) = ((p0 % u128::from(l)) as u64, (p1 % u128::from(l)) as u64);
+            let arcs: &[(u64, u64)] = if s0 < s1 {
+                &[(s0, s1)][..]
+            } else {
+                &[(s0, l), (0, s1)][..]
+            };
+            for &(x0, x1) in arcs {
+                let (lo, hi) = ((range.start + x0).max(a), (range.start + x1).min(b));
+                if lo < hi {
+                    // Widen to whole pages: a page counts from its start address.
+                    spans.push((lo.saturating_sub(4096), hi));
+                }
+            }
+        }
+    }
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (lo, hi) in spans {
+        let lo = lo.max(a);
+        match merged.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => merged.push((lo, hi)),
+        }
+    }
+    merged
+}
+
 impl Monitor for FullScan {
     fn next_snapshot(&mut self) -> Result<Option<Snapshot>, Error> {
         for _ in 0..self.attrs.aggr_samples() {
@@ -203,5 +258,40 @@ impl Monitor for FullScan {
 
     fn now_us(&self) -> u64 {
         self.now_us
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{sweep_exposure_us, Seg};
+    use crate::spec::Sweep;
+    use proptest::prelude::*;
+    use udamon_core::AddrRange;
+
+    proptest! {
+        #[test]
+        fn swept_spans_hold_every_exposed_page(
+            pages in 8u64..200,
+            width_pages in 1u64..8,
+            period_us in 1_000u64..10_000_000,
+            a_us in 0u64..20_000_000,
+            len_us in 1u64..50_000,
+        ) {
+            let range = AddrRange::new(1 << 30, (1 << 30) + pages * 4096);
+            let sweep = Sweep { width: width_pages.min(pages) * 4096, period_us };
+            let seg = Seg { range, rate: 0.0, sweeps: vec![(range, 1.0, sweep)] };
+            let piece = Piece { phase: 0, phase_start_us: 0, a_us, b_us: a_us + len_us };
+            let spans = swept_spans(&[(&seg, piece)], range.start, range.end);
+            for i in 0..pages {
+                let page = range.start + i * 4096;
+                if sweep_exposure_us(range, sweep, page, &piece) > 1e-9 {
+                    prop_assert!(
+                        spans.iter().any(|&(lo, hi)| lo <= page && page < hi),
+                        "page {i} exposed but outside {spans:?}"
+                    );
+                }
+            }
+        }
     }
 }

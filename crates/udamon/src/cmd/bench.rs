@@ -35,8 +35,8 @@ struct Report {
     cost: Vec<CostRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cost_ratio_64t_over_1g: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    record: Option<RecordRow>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    record: Vec<RecordRow>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     accuracy: Vec<AccuracyRow>,
 }
@@ -54,6 +54,7 @@ struct CostRow {
 
 #[derive(Serialize)]
 struct RecordRow {
+    attrs: String,
     simulated_s: f64,
     snapshots: u64,
     avg_nr_regions: f64,
@@ -202,82 +203,101 @@ fn cost(a: &BenchArgs, report: &mut Report) -> Result<()> {
     Ok(())
 }
 
-/// Peak resident memory of the largest child process so far, in bytes.
-fn children_peak_rss() -> u64 {
-    // SAFETY: getrusage only writes into the struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
-    if rc != 0 {
-        return 0;
-    }
-    ru.ru_maxrss.max(0) as u64 * 1024
-}
-
 fn record(a: &BenchArgs, report: &mut Report) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("udamon-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let path = dir.join("hour.udr");
     let duration: u64 = if a.quick { 360_000_000 } else { 3_600_000_000 };
     if !a.json {
-        println!("record size and heatmap speed ({} s of the cost-1g workload, default attrs but max 2,000 regions)", duration / 1_000_000);
-    }
-    let attrs = Attrs {
-        max_nr_regions: 2000,
-        ..Attrs::default()
-    };
-    let s = sim(
-        COST_1G,
-        "cost-1g",
-        Some(duration),
-        attrs,
-        MonitorKind::Adaptive,
-        Some(&path),
-        false,
-    )?;
-    let per_hour = s.record_bytes as f64 * 3600.0 / s.simulated_s;
-    let exe = std::env::current_exe()?;
-    let png = dir.join("hour.png");
-    let started = Instant::now();
-    let out = Command::new(exe)
-        .args(["report", "heatmap"])
-        .arg(&path)
-        .arg("-o")
-        .arg(&png)
-        .output()
-        .context("cannot run the heatmap report")?;
-    let heat_s = started.elapsed().as_secs_f64();
-    if !out.status.success() {
-        bail!(
-            "heatmap report failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+        println!(
+            "record size and heatmap speed ({} s of the cost-1g workload)",
+            duration / 1_000_000
         );
     }
-    let row = RecordRow {
-        simulated_s: s.simulated_s,
-        snapshots: s.snapshots,
-        avg_nr_regions: s.avg_nr_regions,
-        record_bytes: s.record_bytes,
-        record_bytes_per_hour: per_hour,
-        heatmap_elapsed_s: heat_s,
-        heatmap_peak_rss_bytes: children_peak_rss(),
-    };
+    let configs = [
+        ("default attrs", Attrs::default()),
+        (
+            "1,000 regions",
+            Attrs {
+                min_nr_regions: 1000,
+                max_nr_regions: 1000,
+                ..Attrs::default()
+            },
+        ),
+    ];
+    for (label, attrs) in configs {
+        let path = dir.join("hour.udr");
+        let s = sim(
+            COST_1G,
+            "cost-1g",
+            Some(duration),
+            attrs,
+            MonitorKind::Adaptive,
+            Some(&path),
+            false,
+        )?;
+        let per_hour = s.record_bytes as f64 * 3600.0 / s.simulated_s;
+        let (heat_s, peak) = time_heatmap(&path, &dir.join("hour.png"))?;
+        let row = RecordRow {
+            attrs: label.into(),
+            simulated_s: s.simulated_s,
+            snapshots: s.snapshots,
+            avg_nr_regions: s.avg_nr_regions,
+            record_bytes: s.record_bytes,
+            record_bytes_per_hour: per_hour,
+            heatmap_elapsed_s: heat_s,
+            heatmap_peak_rss_bytes: peak,
+        };
+        if !a.json {
+            println!(
+                "  {label}: {} snapshots, {:.0} regions on average: {} written, {} per hour",
+                row.snapshots,
+                row.avg_nr_regions,
+                udamon_report::fmt_bytes(row.record_bytes),
+                udamon_report::fmt_bytes(per_hour as u64)
+            );
+            println!(
+                "    heatmap PNG of it: {:.2}s, peak RSS {}",
+                row.heatmap_elapsed_s,
+                udamon_report::fmt_bytes(row.heatmap_peak_rss_bytes)
+            );
+        }
+        report.record.push(row);
+    }
     if !a.json {
-        println!(
-            "  {} snapshots, {:.0} regions on average: {} written, {} per hour",
-            row.snapshots,
-            row.avg_nr_regions,
-            udamon_report::fmt_bytes(row.record_bytes),
-            udamon_report::fmt_bytes(per_hour as u64)
-        );
-        println!(
-            "  heatmap PNG of it: {:.2}s, peak RSS {}\n",
-            row.heatmap_elapsed_s,
-            udamon_report::fmt_bytes(row.heatmap_peak_rss_bytes)
-        );
+        println!();
     }
-    report.record = Some(row);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// Runs `udamon report heatmap` on `record` in a child process and returns
+/// its wall time and peak resident memory.
+fn time_heatmap(record: &Path, png: &Path) -> Result<(f64, u64)> {
+    let exe = std::env::current_exe()?;
+    let started = Instant::now();
+    let mut child = Command::new(exe)
+        .args(["report", "heatmap"])
+        .arg(record)
+        .arg("-o")
+        .arg(png)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("cannot run the heatmap report")?;
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: wait4 writes only into the status and rusage we pass.
+    let mut status = 0;
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    let elapsed = started.elapsed().as_secs_f64();
+    if rc != pid || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            use std::io::Read;
+            let _ = e.read_to_string(&mut err);
+        }
+        bail!("heatmap report failed: {}", err.trim());
+    }
+    Ok((elapsed, ru.ru_maxrss.max(0) as u64 * 1024))
 }
 
 fn accuracy_table(a: &BenchArgs, report: &mut Report) -> Result<()> {

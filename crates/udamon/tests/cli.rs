@@ -1,0 +1,225 @@
+//! The real binary, run in a temporary directory.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn udamon(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_udamon"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run udamon")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const SMALL: &str = r#"
+name = "small"
+duration = "3s"
+seed = 3
+[[layout]]
+object = "a"
+size = "16M"
+[[layout]]
+gap = "1G"
+[[layout]]
+object = "b"
+size = "16M"
+[[layout]]
+gap = "8G"
+[[layout]]
+object = "c"
+size = "4M"
+[[phase]]
+duration = "3s"
+[[phase.access]]
+object = "b"
+range = ["0%", "50%"]
+rate = 200
+"#;
+
+#[test]
+fn demo_writes_record_and_image_and_reports_accuracy() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = udamon(dir.path(), &["demo", "--color", "never"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("hot_f1"), "{stdout}");
+    assert!(stdout.contains("# heatmap"), "{stdout}");
+    let png = std::fs::read(dir.path().join("heatmap.png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    assert!(dir.path().join("udamon-demo.udr").metadata().unwrap().len() > 1000);
+}
+
+#[test]
+fn record_then_every_report() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small.toml"), SMALL).unwrap();
+    let out = udamon(
+        dir.path(),
+        &["record", "--sim", "small.toml", "-o", "s.udr", "--json"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["snapshots"], 30);
+    assert_eq!(summary["seed"], 3);
+
+    // raw: a header line with the parameters, then one line per snapshot.
+    let out = udamon(dir.path(), &["report", "raw", "s.udr"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 31);
+    assert_eq!(lines[0]["type"], "header");
+    assert_eq!(lines[0]["sim"]["seed"], 3);
+    assert_eq!(lines[1]["type"], "snapshot");
+
+    for args in [
+        &["report", "heatmap", "s.udr"][..],
+        &["report", "heatmap", "s.udr", "--json"],
+        &["report", "heatmap", "s.udr", "-o", "h.svg"],
+        &["report", "wss", "s.udr", "--json"],
+        &["report", "hot", "s.udr", "--json"],
+        &["report", "accuracy", "s.udr", "--json"],
+    ] {
+        let out = udamon(dir.path(), args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+    let out = udamon(
+        dir.path(),
+        &["report", "accuracy", "s.udr", "--json", "--warmup", "5"],
+    );
+    let acc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(acc["windows"], 25);
+    assert!(acc["hot_f1"].as_f64().unwrap() > 0.8, "{acc}");
+}
+
+#[test]
+fn same_seed_same_record() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small.toml"), SMALL).unwrap();
+    for name in ["a.udr", "b.udr"] {
+        let out = udamon(dir.path(), &["record", "--sim", "small.toml", "-o", name]);
+        assert!(out.status.success());
+    }
+    let raw = |f| text(&udamon(dir.path(), &["report", "raw", f]).stdout);
+    assert_eq!(raw("a.udr"), raw("b.udr"));
+}
+
+#[test]
+fn truncated_record_still_reports_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small.toml"), SMALL).unwrap();
+    let out = udamon(
+        dir.path(),
+        &[
+            "record",
+            "--sim",
+            "small.toml",
+            "-o",
+            "s.udr",
+            "--duration",
+            "20s",
+        ],
+    );
+    assert!(out.status.success());
+    let bytes = std::fs::read(dir.path().join("s.udr")).unwrap();
+    std::fs::write(dir.path().join("cut.udr"), &bytes[..bytes.len() - 10]).unwrap();
+    let out = udamon(dir.path(), &["report", "wss", "cut.udr", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+    let wss: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = wss["series"].as_array().unwrap().len();
+    assert!(n > 0 && n < 200, "{wss}");
+}
+
+#[test]
+fn input_errors_exit_2_with_the_bad_value() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.toml"), "duration = \"2sx\"\n").unwrap();
+    std::fs::write(dir.path().join("small.toml"), SMALL).unwrap();
+    std::fs::write(dir.path().join("junk.udr"), "hello").unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["record", "--sim", "bad.toml"],
+            "line 1, column 12: unknown unit \"sx\"",
+        ),
+        (
+            &["record", "--sim", "missing.toml"],
+            "cannot read spec missing.toml",
+        ),
+        (
+            &["record", "--sim", "small.toml", "--sample", "5parsecs"],
+            "--sample",
+        ),
+        (
+            &["record", "--sim", "small.toml", "--aggr", "1ms"],
+            "longer than aggregation interval",
+        ),
+        (
+            &["record", "--sim", "small.toml", "--fixed-regions", "0"],
+            "at least 1 region",
+        ),
+        (&["report", "wss", "junk.udr"], "junk.udr"),
+        (&["report", "heatmap", "junk.udr", "--resol", "big"], ""),
+        (&["bench", "--only", "speed"], "unknown part"),
+    ];
+    for (args, want) in cases {
+        let out = udamon(dir.path(), args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn features_reads_a_fake_tree_and_names_foreign_kdamonds() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let put = |p: &str, s: &str| {
+        let path = root.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, s).unwrap();
+    };
+    put("proc/sys/kernel/osrelease", "6.12.0-test\n");
+    put("sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds", "1\n");
+    put("sys/kernel/mm/damon/admin/kdamonds/0/state", "on\n");
+    put("sys/kernel/mm/damon/admin/kdamonds/0/pid", "77\n");
+    let out = udamon(root, &["features", "--root", root.to_str().unwrap()]);
+    assert!(out.status.success());
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("kdamond 0 exists (state on, pid 77) and was not started by udamon"),
+        "{s}"
+    );
+    let out = udamon(
+        root,
+        &["features", "--json", "--root", root.to_str().unwrap()],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kernel"], "6.12.0-test");
+    assert_eq!(v["foreign_kdamonds"][0]["pid"], 77);
+    // Nothing was written into the fake sysfs.
+    let state =
+        std::fs::read_to_string(root.join("sys/kernel/mm/damon/admin/kdamonds/0/state")).unwrap();
+    assert_eq!(state, "on\n");
+}
+
+#[test]
+fn completions_and_man_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = udamon(dir.path(), &["completions", "bash"]);
+    assert!(out.status.success() && text(&out.stdout).contains("udamon"));
+    let out = udamon(dir.path(), &["man"]);
+    assert!(out.status.success() && text(&out.stdout).contains(".TH"));
+}
