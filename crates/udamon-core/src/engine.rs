@@ -6,6 +6,7 @@ use crate::adapt;
 use crate::feedback;
 use crate::ops::{Operations, SampleWindow};
 use crate::region::Target;
+use crate::schemes::{self, Damos, SchemeState};
 use crate::snapshot::{RegionSnapshot, Snapshot, TargetSnapshot};
 use crate::vaddr;
 use crate::{Attrs, Error, Monitor, MIN_REGION_SZ};
@@ -43,6 +44,8 @@ pub struct Engine<O, R> {
     now_us: u64,
     window_start_us: u64,
     accessed: Vec<bool>,
+    schemes: Vec<SchemeState>,
+    deadline_us: Option<u64>,
 }
 
 impl<O: Operations, R: Rng> Engine<O, R> {
@@ -93,9 +96,28 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             now_us: 0,
             window_start_us: 0,
             accessed: Vec::new(),
+            schemes: Vec::new(),
+            deadline_us: None,
         };
         engine.sz_limit = engine.region_size_limit();
         Ok(engine)
+    }
+
+    /// Installs schemes (replacing any), applied from now on.
+    pub fn set_schemes(&mut self, schemes: Vec<Damos>) {
+        self.schemes = schemes
+            .into_iter()
+            .map(|d| {
+                let mut st = SchemeState::new(d, &self.attrs);
+                st.on_attrs(&self.attrs, self.passed);
+                st
+            })
+            .collect();
+    }
+
+    /// The installed schemes with their statistics and quota state.
+    pub fn schemes(&self) -> &[SchemeState] {
+        &self.schemes
     }
 
     pub fn targets(&self) -> &[Target] {
@@ -131,6 +153,18 @@ impl<O: Operations, R: Rng> Engine<O, R> {
     /// aggregation window.
     pub fn tick(&mut self) -> Option<Snapshot> {
         let (na, nu) = (self.next_aggr, self.next_update);
+
+        // With schemes installed and every one of them switched off by its
+        // watermarks, nothing is sampled (and nothing ages) until the wait ends.
+        let wait = schemes::update_watermarks(&mut self.schemes, &mut self.ops, self.now_us);
+        if wait > 0 {
+            self.now_us += wait.min(
+                self.deadline_us
+                    .map_or(u64::MAX, |d| d.saturating_sub(self.now_us))
+                    .max(1),
+            );
+            return None;
+        }
 
         // Prepare: one random address per region.
         for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
@@ -176,6 +210,18 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             } else {
                 adapt::age_regions(&mut self.targets, max_nr);
             }
+        }
+        if !self.schemes.is_empty() {
+            let mut ctx = schemes::Ctx {
+                attrs: &self.attrs,
+                ops: &mut self.ops,
+                targets: &mut self.targets,
+                passed: self.passed,
+                now_us: self.now_us,
+            };
+            schemes::apply_schemes(&mut self.schemes, &mut ctx);
+        }
+        if self.passed >= na {
             if self.attrs.intervals_goal.aggrs != 0 && self.passed >= self.next_tune {
                 self.next_tune += self.aggr_samples * u64::from(self.attrs.intervals_goal.aggrs);
                 self.tune_intervals();
@@ -307,6 +353,9 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             }
         }
         self.attrs = new;
+        for st in &mut self.schemes {
+            st.on_attrs(&new, self.passed);
+        }
         self.next_aggr = self.passed + new.aggr_samples();
         self.next_update = self.passed + new.update_samples();
         if !at_boundary {
@@ -319,6 +368,9 @@ impl<O: Operations, R: Rng> Engine<O, R> {
 impl<O: Operations, R: Rng> Monitor for Engine<O, R> {
     fn next_snapshot(&mut self) -> Result<Option<Snapshot>, Error> {
         loop {
+            if self.deadline_us.is_some_and(|d| self.now_us >= d) {
+                return Ok(None);
+            }
             if (0..self.targets.len()).all(|i| !self.ops.target_valid(i)) {
                 return Ok(None);
             }
@@ -341,6 +393,10 @@ impl<O: Operations, R: Rng> Monitor for Engine<O, R> {
 
     fn now_us(&self) -> u64 {
         self.now_us
+    }
+
+    fn set_deadline(&mut self, deadline_us: Option<u64>) {
+        self.deadline_us = deadline_us;
     }
 }
 

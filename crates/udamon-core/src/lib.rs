@@ -43,13 +43,14 @@ pub mod feedback;
 mod monitor;
 mod ops;
 mod region;
+pub mod schemes;
 mod snapshot;
 pub mod vaddr;
 
 pub use attrs::{max_nr_accesses, Attrs, IntervalsGoal};
 pub use engine::{Adaptation, Engine};
 pub use monitor::Monitor;
-pub use ops::{Operations, SampleWindow};
+pub use ops::{ApplyOutcome, Operations, SampleWindow};
 pub use region::{align_down, align_up, Addr, AddrRange, Region, Target};
 pub use snapshot::{RegionSnapshot, Snapshot, TargetSnapshot};
 

@@ -7,7 +7,7 @@ use crate::{Attrs, Error, Snapshot};
 
 pub trait Monitor {
     /// Runs until the next aggregation boundary and returns the snapshot taken
-    /// there, or `None` once every target is gone.
+    /// there, or `None` once every target is gone or the deadline is reached.
     fn next_snapshot(&mut self) -> Result<Option<Snapshot>, Error>;
 
     /// Replaces the monitoring attributes while running. The new attributes
@@ -19,4 +19,11 @@ pub trait Monitor {
 
     /// Time monitored so far, in microseconds.
     fn now_us(&self) -> u64;
+
+    /// Stop producing snapshots once `now_us` reaches this time (`None`:
+    /// never). Also ends waits in which no snapshot is produced, such as
+    /// every scheme being off by its watermarks.
+    /// Monitors that never wait without producing snapshots may ignore it
+    /// (the default); callers still check [`now_us`](Monitor::now_us).
+    fn set_deadline(&mut self, _deadline_us: Option<u64>) {}
 }

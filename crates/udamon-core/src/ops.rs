@@ -3,6 +3,19 @@
 //! adaptation, aging) stays in the engine.
 
 use crate::region::{AddrRange, Target};
+use crate::schemes::{Damos, QuotaGoal};
+
+/// What applying an action to an address range did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ApplyOutcome {
+    /// Bytes the action took effect on (0 when unsupported or failed).
+    pub sz_applied: u64,
+    /// Bytes that passed the scheme's ops filters.
+    pub sz_ops_filter_passed: u64,
+    /// Time the action took, in microseconds; the time quota is charged
+    /// with it.
+    pub cost_us: u64,
+}
 
 /// The sampling interval being checked: access state was cleared at
 /// `start_us` ("make old") and is read back at `end_us`, both on the
@@ -47,5 +60,35 @@ pub trait Operations {
     /// Whether target `idx` still exists (a process may exit).
     fn target_valid(&self, _idx: usize) -> bool {
         true
+    }
+
+    /// Applies `scheme.action` to `range` of target `idx` at time `now_us`,
+    /// evaluating the scheme's ops filters (every filter that is not
+    /// [`core`](crate::schemes::FilterKind::is_core)) page by page, first
+    /// match wins, default as in the kernel. The default applies nothing:
+    /// unsupported actions are still "tried".
+    fn apply_scheme(
+        &mut self,
+        _idx: usize,
+        _range: AddrRange,
+        _scheme: &Damos,
+        _now_us: u64,
+    ) -> ApplyOutcome {
+        ApplyOutcome::default()
+    }
+
+    /// The current value of a quota goal's metric, or `None` where this
+    /// operations set cannot measure it. `some_mem_psi_us` and
+    /// `refault_rate` are returned as cumulative counters (stall
+    /// microseconds, refaults) since start; the engine turns them into
+    /// per-window figures. `user_input` never reaches the ops.
+    fn goal_metric(&mut self, _idx: usize, _goal: &QuotaGoal, _now_us: u64) -> Option<u64> {
+        None
+    }
+
+    /// Free memory in per-mille of the total, for watermarks; `None` where
+    /// unknown (schemes with a `free_mem_rate` watermark then stay off).
+    fn free_mem_rate(&mut self, _now_us: u64) -> Option<u32> {
+        None
     }
 }

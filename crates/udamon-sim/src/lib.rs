@@ -1,12 +1,18 @@
 //! A simulated address space with exact ground truth.
 //!
 //! Roles: [`Workload`] is a parsed spec (objects, gaps, phases of Poisson
-//! accesses, sweeps); [`Model`] indexes it to answer "how likely was this
-//! page touched in this interval" in O(log ranges); [`SimOps`] plugs that
-//! into udamon-core's [`Engine`](udamon_core::Engine) as an operations set;
-//! [`FullScan`] is the exact every-page baseline as a
-//! [`Monitor`](udamon_core::Monitor); [`accuracy`] compares any monitor's
-//! snapshots with the truth. The `udamon` binary picks among them.
+//! accesses, sweeps, and the `[machine]` under them as [`MachineSpec`]);
+//! [`Model`] indexes it to answer "how likely was this page touched in this
+//! interval" in O(log ranges); [`SimOps`] plugs that into udamon-core's
+//! [`Engine`](udamon_core::Engine) as an operations set, and runs the
+//! simulated machine underneath (residency, huge pages, NUMA nodes, LRU,
+//! memory limit: kept as ranges with expected page counts, never per page),
+//! which DAMOS actions change and which measures what the workload pays
+//! ([`SimMetrics`]: RSS, faults, refaults, stalls, runtime); [`build_engine`]
+//! gives the engine to install schemes on; [`FullScan`] is the exact
+//! every-page baseline as a [`Monitor`](udamon_core::Monitor); [`accuracy`]
+//! compares any monitor's snapshots with the truth. The `udamon` binary
+//! picks among them.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -36,6 +42,7 @@
 //! ```
 
 mod fullscan;
+mod machine;
 mod model;
 mod ops;
 mod spec;
@@ -49,6 +56,7 @@ use rand_pcg::Pcg64Mcg;
 use udamon_core::{Adaptation, Attrs, Engine, Monitor, Target};
 
 pub use fullscan::{FullScan, MAX_FULL_SCAN_PAGES};
+pub use machine::{MachineSpec, NodeSpec, SimMetrics, ThpMode, HUGE_PAGE};
 pub use model::Model;
 pub use ops::SimOps;
 pub use spec::{Access, Object, Phase, Sweep, Workload, DEFAULT_BASE};
@@ -88,19 +96,34 @@ pub fn build_monitor(
     seed: u64,
     kind: MonitorKind,
 ) -> Result<Box<dyn Monitor>, udamon_core::Error> {
+    Ok(match kind {
+        MonitorKind::FullScan => Box::new(FullScan::new(Arc::clone(model), attrs, seed)?),
+        kind => Box::new(build_engine(model, attrs, seed, kind)?),
+    })
+}
+
+/// The engine over the simulator for the adaptive or fixed-region monitor,
+/// with the same generators as [`build_monitor`] (so the same snapshots).
+/// Install schemes on it, run it, and read the simulated machine's figures
+/// with `engine.ops().metrics()`. `FullScan` is not an engine: an error.
+pub fn build_engine(
+    model: &Arc<Model>,
+    attrs: Attrs,
+    seed: u64,
+    kind: MonitorKind,
+) -> Result<Engine<SimOps, Pcg64Mcg>, udamon_core::Error> {
     let rng = Pcg64Mcg::seed_from_u64(seed);
     let ops = SimOps::new(Arc::clone(model), seed);
-    Ok(match kind {
-        MonitorKind::Adaptive => Box::new(Engine::new(attrs, ops, vec![Target::new(0)], rng)?),
-        MonitorKind::FixedRegions(n) => Box::new(Engine::with_adaptation(
-            attrs,
-            ops,
-            vec![Target::new(0)],
-            rng,
-            Adaptation::Fixed(n),
-        )?),
-        MonitorKind::FullScan => Box::new(FullScan::new(Arc::clone(model), attrs, seed)?),
-    })
+    let adaptation = match kind {
+        MonitorKind::Adaptive => Adaptation::Adaptive,
+        MonitorKind::FixedRegions(n) => Adaptation::Fixed(n),
+        MonitorKind::FullScan => {
+            return Err(udamon_core::Error::Backend(
+                "the full-scan monitor is not an engine: it runs no schemes".into(),
+            ))
+        }
+    };
+    Engine::with_adaptation(attrs, ops, vec![Target::new(0)], rng, adaptation)
 }
 
 /// A spec that could not be used, with where and why.

@@ -4,32 +4,59 @@ use std::sync::Arc;
 
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
-use udamon_core::{vaddr, AddrRange, Operations, SampleWindow, Target, MIN_REGION_SZ};
+use udamon_core::schemes::{Damos, QuotaGoal};
+use udamon_core::{
+    vaddr, AddrRange, ApplyOutcome, Operations, SampleWindow, Target, MIN_REGION_SZ,
+};
 
+use crate::machine::{Machine, SimMetrics};
 use crate::model::{Model, Piece};
 
 /// vaddr-like primitives over a simulated space: the three-region rule on
 /// the spec's objects, and an access check drawn from the exact Poisson
 /// probability of the sampled page being touched in the sampling interval.
 /// Cost per sample: O(regions x log(spec ranges)), whatever the space's size.
+///
+/// Underneath runs the simulated machine (`[machine]` in the spec): every
+/// check advances it to the end of the sampling interval, schemes' actions
+/// change it, and [`SimOps::metrics`] reads what it measured. Whether a
+/// sampled page was accessed never depends on the machine's state.
 pub struct SimOps {
     model: Arc<Model>,
     rng: Pcg64Mcg,
     pieces: Vec<Piece>,
+    machine: Machine,
 }
 
 impl SimOps {
     /// `seed` drives the access draws (the engine has its own generator).
     pub fn new(model: Arc<Model>, seed: u64) -> SimOps {
         SimOps {
-            model,
             rng: Pcg64Mcg::seed_from_u64(seed ^ 0x5eed_0fac_ce55),
             pieces: Vec::new(),
+            machine: Machine::new(&model.workload),
+            model,
         }
     }
 
     pub fn model(&self) -> &Model {
         &self.model
+    }
+
+    /// What the simulated machine measured so far (RSS, faults, runtime...).
+    pub fn metrics(&self) -> SimMetrics {
+        self.machine.metrics()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn nr_cells(&self) -> usize {
+        self.machine.nr_cells()
+    }
+
+    /// Brings the simulated machine to `now_us` without sampling (the
+    /// engine does this through `check_accesses`).
+    pub fn advance_to(&mut self, now_us: u64) {
+        self.machine.advance_to(&self.model, now_us);
     }
 }
 
@@ -66,5 +93,26 @@ impl Operations for SimOps {
             let hit = h > 0.0 && self.rng.random::<f64>() < -(-h).exp_m1();
             accessed.push(hit);
         }
+        self.machine.advance_to(&self.model, window.end_us);
+    }
+
+    fn apply_scheme(
+        &mut self,
+        _idx: usize,
+        range: AddrRange,
+        scheme: &Damos,
+        now_us: u64,
+    ) -> ApplyOutcome {
+        self.machine.apply(&self.model, range, scheme, now_us)
+    }
+
+    fn goal_metric(&mut self, _idx: usize, goal: &QuotaGoal, now_us: u64) -> Option<u64> {
+        self.machine.advance_to(&self.model, now_us);
+        self.machine.goal_metric(goal)
+    }
+
+    fn free_mem_rate(&mut self, now_us: u64) -> Option<u32> {
+        self.machine.advance_to(&self.model, now_us);
+        Some(self.machine.free_mem_rate())
     }
 }

@@ -1,11 +1,15 @@
 //! Workload specs: TOML in, a resolved [`Workload`] out. The format is
 //! documented in `docs/sim-spec.md`.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use toml::Spanned;
+use udamon_core::schemes::Action;
 use udamon_core::{Addr, AddrRange};
 
-use crate::units::{parse_duration_us, parse_size};
+use crate::machine::{MachineSpec, NodeSpec, ThpMode, MAX_NODES};
+use crate::units::{parse_cost_us_per_byte, parse_duration_us, parse_latency_us, parse_size};
 use crate::SpecError;
 
 /// Where objects start when the spec does not say.
@@ -23,6 +27,32 @@ struct RawSpec {
     layout: Vec<RawLayout>,
     #[serde(default)]
     phase: Vec<RawPhase>,
+    machine: Option<RawMachine>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMachine {
+    memory_limit: Option<Spanned<String>>,
+    thp: Option<Spanned<String>>,
+    fault_latency: Option<Spanned<String>>,
+    first_touch_latency: Option<Spanned<String>>,
+    huge_fault_latency: Option<Spanned<String>>,
+    reclaim_latency: Option<Spanned<String>>,
+    access_cost: Option<Spanned<String>>,
+    tlb_miss_cost: Option<Spanned<String>>,
+    huge_tlb_factor: Option<Spanned<f64>>,
+    #[serde(default)]
+    node: Vec<RawNode>,
+    #[serde(default)]
+    action_cost: BTreeMap<String, Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    capacity: Option<Spanned<String>>,
+    latency: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -38,6 +68,8 @@ struct RawLayout {
     object: Option<Spanned<String>>,
     size: Option<Spanned<String>>,
     gap: Option<Spanned<String>>,
+    populated: Option<Spanned<bool>>,
+    file: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -69,6 +101,11 @@ struct RawSweep {
 pub struct Object {
     pub name: String,
     pub range: AddrRange,
+    /// Whether the object starts resident (default: yes, as after the
+    /// program initialised it); if not, pages become resident on first touch.
+    pub populated: bool,
+    /// File-backed (the `anon` filter does not match it); default: anonymous.
+    pub file: bool,
 }
 
 /// A window of `width` bytes moving once per `period_us` across an access
@@ -103,6 +140,8 @@ pub struct Workload {
     pub page_size: u64,
     pub objects: Vec<Object>,
     pub phases: Vec<Phase>,
+    /// The simulated machine's costs and limits (`[machine]`).
+    pub machine: MachineSpec,
 }
 
 impl Workload {
@@ -158,6 +197,12 @@ impl Workload {
         let mut objects: Vec<Object> = Vec::new();
         let mut addr = base;
         for l in &raw.layout {
+            if let (Some(g), true) = (&l.gap, l.populated.is_some() || l.file.is_some()) {
+                return Err(at(
+                    g.span(),
+                    "a gap has no populated or file setting (they belong to objects)".into(),
+                ));
+            }
             match (&l.object, &l.size, &l.gap) {
                 (Some(name), Some(sz), None) => {
                     let sz_v = size(sz)?;
@@ -179,6 +224,8 @@ impl Workload {
                     objects.push(Object {
                         name: name.get_ref().clone(),
                         range: AddrRange::new(addr, end),
+                        populated: l.populated.as_ref().is_none_or(|p| *p.get_ref()),
+                        file: l.file.unwrap_or(false),
                     });
                     addr = end;
                 }
@@ -302,6 +349,10 @@ impl Workload {
                 accesses: Vec::new(),
             });
         }
+        let machine = match &raw.machine {
+            None => MachineSpec::default(),
+            Some(m) => parse_machine(m, origin, &at)?,
+        };
         Ok(Workload {
             name: raw.name.unwrap_or_else(|| origin.to_string()),
             duration_us,
@@ -309,6 +360,7 @@ impl Workload {
             page_size,
             objects,
             phases,
+            machine,
         })
     }
 
@@ -332,6 +384,110 @@ impl Workload {
         let i = self.objects.partition_point(|o| o.range.end <= addr);
         self.objects.get(i).is_some_and(|o| o.range.contains(addr))
     }
+}
+
+fn parse_machine(
+    m: &RawMachine,
+    origin: &str,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
+) -> Result<MachineSpec, SpecError> {
+    let mut spec = MachineSpec::default();
+    let size = |s: &Spanned<String>| parse_size(s.get_ref()).map_err(|e| at(s.span(), e));
+    let lat = |s: &Option<Spanned<String>>, dst: &mut f64| -> Result<(), SpecError> {
+        if let Some(s) = s {
+            *dst = parse_latency_us(s.get_ref()).map_err(|e| at(s.span(), e))?;
+        }
+        Ok(())
+    };
+    if let Some(l) = &m.memory_limit {
+        let v = size(l)?;
+        if v == 0 {
+            return Err(at(l.span(), "memory_limit is 0".into()));
+        }
+        spec.memory_limit = Some(v);
+    }
+    if let Some(t) = &m.thp {
+        spec.thp = match t.get_ref().as_str() {
+            "never" => ThpMode::Never,
+            "madvise" => ThpMode::Madvise,
+            "always" => ThpMode::Always,
+            other => {
+                return Err(at(
+                    t.span(),
+                    format!("unknown thp mode \"{other}\" (expected never, madvise or always)"),
+                ))
+            }
+        };
+    }
+    lat(&m.fault_latency, &mut spec.fault_latency_us)?;
+    lat(&m.first_touch_latency, &mut spec.first_touch_latency_us)?;
+    lat(&m.huge_fault_latency, &mut spec.huge_fault_latency_us)?;
+    lat(&m.reclaim_latency, &mut spec.reclaim_latency_us)?;
+    lat(&m.access_cost, &mut spec.access_cost_us)?;
+    lat(&m.tlb_miss_cost, &mut spec.tlb_miss_cost_us)?;
+    if let Some(f) = &m.huge_tlb_factor {
+        let v = *f.get_ref();
+        if !(v.is_finite() && v >= 1.0) {
+            return Err(at(
+                f.span(),
+                format!("huge_tlb_factor {v} is not a number of at least 1"),
+            ));
+        }
+        spec.huge_tlb_factor = v;
+    }
+    if m.node.len() > MAX_NODES {
+        return Err(SpecError::at(
+            origin,
+            0,
+            0,
+            format!("at most {MAX_NODES} [[machine.node]] entries"),
+        ));
+    }
+    if !m.node.is_empty() {
+        spec.nodes = Vec::new();
+        for n in &m.node {
+            let capacity = match &n.capacity {
+                Some(c) => {
+                    let v = size(c)?;
+                    if v == 0 {
+                        return Err(at(c.span(), "node capacity is 0".into()));
+                    }
+                    Some(v)
+                }
+                None => None,
+            };
+            let mut latency_us = spec.access_cost_us;
+            lat(&n.latency, &mut latency_us)?;
+            spec.nodes.push(NodeSpec {
+                capacity,
+                latency_us,
+            });
+        }
+    } else {
+        spec.nodes[0].latency_us = spec.access_cost_us;
+    }
+    for (key, v) in &m.action_cost {
+        let cost = parse_cost_us_per_byte(v.get_ref()).map_err(|e| at(v.span(), e))?;
+        if key == "walk" {
+            spec.walk_cost_us_per_byte = cost;
+            continue;
+        }
+        let action = Action::ALL
+            .iter()
+            .find(|a| a.name() == key)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Action::ALL.iter().map(|a| a.name()).collect();
+                at(
+                    v.span(),
+                    format!(
+                        "unknown action \"{key}\" in action_cost (expected walk, {})",
+                        known.join(", ")
+                    ),
+                )
+            })?;
+        spec.set_action_cost(*action, cost);
+    }
+    Ok(spec)
 }
 
 fn parse_int_or_size(s: &str) -> Result<u64, String> {

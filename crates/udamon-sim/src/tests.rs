@@ -129,3 +129,224 @@ fn truth_of_an_idle_spec_is_zero_and_estimates_agree() {
     assert_eq!(acc.hot_f1, 1.0);
     assert_eq!(acc.wss_error, 0.0);
 }
+
+#[test]
+fn engine_with_schemes_reports_the_machine_metrics() {
+    use udamon_core::schemes::{AccessPattern, Action, Damos};
+    let spec = DEMO_SPEC.replace("duration = \"40s\"", "duration = \"20s\"");
+    let model = Arc::new(Model::new(Workload::from_toml(&spec, "demo").unwrap()));
+    let run = |schemes: Vec<Damos>| {
+        let mut e = build_engine(&model, Attrs::default(), 3, MonitorKind::Adaptive).unwrap();
+        e.set_schemes(schemes);
+        while e.now_us() < model.workload.duration_us {
+            e.next_snapshot().unwrap();
+        }
+        e.ops().metrics()
+    };
+    let base = run(Vec::new());
+    assert_eq!(base.runtime_s, base.sim_time_s, "{base:?}");
+    assert_eq!(base.rss_avg_bytes, model.workload.mapped_bytes());
+    // prcl: page out what was not accessed for 5 s.
+    let prcl = Damos::new(
+        AccessPattern {
+            max_freq_bp: 0,
+            min_age_us: 5_000_000,
+            ..AccessPattern::default()
+        },
+        Action::Pageout,
+    );
+    let with = run(vec![prcl.clone()]);
+    assert!(
+        (with.rss_avg_bytes as f64) < 0.7 * base.rss_avg_bytes as f64,
+        "{with:?}"
+    );
+    assert!(with.rss_bytes < 600 << 20, "{with:?}");
+    assert!(with.runtime_s >= base.runtime_s);
+    assert!(with.action_us > 0);
+    assert_eq!(run(vec![prcl]), with, "same seed, same metrics");
+    assert!(build_engine(&model, Attrs::default(), 3, MonitorKind::FullScan).is_err());
+}
+
+#[test]
+fn schemes_keep_the_machine_small_over_a_whole_run() {
+    use udamon_core::schemes::{AccessPattern, Action, Damos};
+    let model = Arc::new(Model::new(Workload::from_toml(DEMO_SPEC, "demo").unwrap()));
+    let mut e = build_engine(&model, Attrs::default(), 3, MonitorKind::Adaptive).unwrap();
+    // The DAOS paper's ethp and prcl (its listing 3).
+    let pattern = |min_sz, min_freq_bp, max_freq_bp, min_age_us| AccessPattern {
+        min_sz,
+        min_freq_bp,
+        max_freq_bp,
+        min_age_us,
+        ..AccessPattern::default()
+    };
+    e.set_schemes(vec![
+        Damos::new(pattern(0, 500, 10_000, 0), Action::Hugepage),
+        Damos::new(pattern(2 << 20, 0, 0, 7_000_000), Action::Nohugepage),
+        Damos::new(pattern(4096, 0, 0, 5_000_000), Action::Pageout),
+    ]);
+    let mut max_cells = 0;
+    while e.now_us() < model.workload.duration_us {
+        e.next_snapshot().unwrap();
+        max_cells = max_cells.max(e.ops().nr_cells());
+    }
+    let m = e.ops().metrics();
+    assert!(max_cells < 1000, "{max_cells}");
+    assert!(
+        m.huge_bytes > 0 && m.swapped_bytes > 0 && m.refaults > 0,
+        "{m:?}"
+    );
+    assert!(m.rss_avg_bytes < model.workload.mapped_bytes() / 2, "{m:?}");
+}
+
+#[test]
+fn every_example_spec_parses() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            Workload::from_toml(&text, &p.display().to_string()).unwrap();
+            n += 1;
+        }
+    }
+    assert!(n >= 7, "{n}");
+}
+
+#[test]
+fn the_machine_example_under_prcl() {
+    use udamon_core::schemes::{AccessPattern, Action, Damos};
+    let text = include_str!("../../../examples/specs/machine.toml").replace("60s", "20s");
+    let model = Arc::new(Model::new(Workload::from_toml(&text, "machine").unwrap()));
+    let run = |schemes: Vec<Damos>| {
+        let mut e = build_engine(&model, Attrs::default(), 1, MonitorKind::Adaptive).unwrap();
+        e.set_schemes(schemes);
+        while e.now_us() < model.workload.duration_us {
+            e.next_snapshot().unwrap();
+        }
+        e.ops().metrics()
+    };
+    let base = run(Vec::new());
+    let prcl = run(vec![Damos::new(
+        AccessPattern {
+            max_freq_bp: 0,
+            min_age_us: 5_000_000,
+            ..AccessPattern::default()
+        },
+        Action::Pageout,
+    )]);
+    assert!(prcl.rss_avg_bytes < base.rss_avg_bytes);
+}
+
+mod goals {
+    use super::*;
+    use udamon_core::schemes::{AccessPattern, Action, Damos, GoalMetric, Quota, QuotaGoal};
+    use udamon_core::Operations;
+
+    /// 1 GiB of data, a tenth of it hot, the rest touched now and then (each
+    /// page about once in 40 s), so memory paged out too eagerly comes back.
+    const MOSTLY_COLD: &str = r#"
+        duration = "150s"
+        seed = 11
+        [[layout]]
+        object = "code"
+        size = "4M"
+        [[layout]]
+        gap = "1G"
+        [[layout]]
+        object = "data"
+        size = "1G"
+        [[layout]]
+        gap = "64G"
+        [[layout]]
+        object = "stack"
+        size = "8M"
+        [[phase]]
+        duration = "150s"
+        [[phase.access]]
+        object = "data"
+        range = ["0%", "10%"]
+        rate = 50
+        [[phase.access]]
+        object = "data"
+        range = ["10%", "100%"]
+        rate = 0.025
+        [[phase.access]]
+        object = "code"
+        rate = 50
+    "#;
+
+    /// Runs pageout of idle memory steered by one goal; returns the metric
+    /// read at every snapshot.
+    fn steer(metric: GoalMetric, target: u64) -> Vec<(u64, u64)> {
+        let model = Arc::new(Model::new(Workload::from_toml(MOSTLY_COLD, "t").unwrap()));
+        let mut e = build_engine(&model, Attrs::default(), 11, MonitorKind::Adaptive).unwrap();
+        let mut d = Damos::new(
+            AccessPattern {
+                max_freq_bp: 0,
+                min_age_us: 1_000_000,
+                ..AccessPattern::default()
+            },
+            Action::Pageout,
+        );
+        let goal = QuotaGoal {
+            metric,
+            target_value: target,
+            current_value: 0,
+            nid: 0,
+        };
+        d.quota = Quota {
+            reset_interval_ms: 500,
+            goals: vec![goal],
+            ..Quota::default()
+        };
+        e.set_schemes(vec![d]);
+        e.set_deadline(Some(model.workload.duration_us));
+        let mut out = Vec::new();
+        while let Some(s) = e.next_snapshot().unwrap() {
+            let v = e.ops_mut().goal_metric(0, &goal, s.end_us).unwrap();
+            out.push((s.end_us, v));
+        }
+        out
+    }
+
+    /// After `after_us`, the metric's mean is within `mean_band` of the target
+    /// and every reading within `band`. (Readings swing: idle regions reach
+    /// the age threshold together, are paged out together, and come back as
+    /// they are touched again.)
+    fn settled(trace: &[(u64, u64)], target: u64, mean_band: u64, band: u64, after_us: u64) {
+        let tail: Vec<u64> = trace
+            .iter()
+            .filter(|(t, _)| *t >= after_us)
+            .map(|(_, v)| *v)
+            .collect();
+        assert!(!tail.is_empty());
+        let mean = tail.iter().sum::<u64>() / tail.len() as u64;
+        let (lo, hi) = (tail.iter().min().unwrap(), tail.iter().max().unwrap());
+        let sample: Vec<_> = trace.iter().step_by(20).collect();
+        assert!(
+            target.abs_diff(mean) <= mean_band,
+            "mean {mean}, target {target} +- {mean_band}\n{sample:?}"
+        );
+        assert!(
+            target.abs_diff(*lo) <= band && target.abs_diff(*hi) <= band,
+            "after {after_us}us the metric ranged {lo}..{hi}, target {target} +- {band}\n{sample:?}"
+        );
+    }
+
+    #[test]
+    fn node_mem_free_goal_converges() {
+        // 40% of node 0 free: page out about 40% of the memory, no more.
+        let trace = steer(GoalMetric::NodeMemFreeBp, 4000);
+        // Bounded settling: 60 s is 120 reset intervals of 500 ms.
+        settled(&trace, 4000, 250, 1300, 60_000_000);
+    }
+
+    #[test]
+    fn rss_goal_converges() {
+        // Resident share down to 55% of the mapped size.
+        let trace = steer(GoalMetric::RssBp, 5500);
+        settled(&trace, 5500, 250, 1300, 60_000_000);
+    }
+}

@@ -27,6 +27,12 @@ pub enum Command {
     Demo(DemoArgs),
     /// Monitor a workload and write its access pattern to a record file
     Record(RecordArgs),
+    /// Run a workload with access-aware schemes and compare it with a run
+    /// without them
+    Apply(ApplyArgs),
+    /// Work with scheme files
+    #[command(subcommand)]
+    Schemes(SchemesCommand),
     /// Read a record file and report on it
     #[command(subcommand)]
     Report(ReportCommand),
@@ -110,6 +116,44 @@ pub struct RecordArgs {
     pub json: bool,
 }
 
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    /// Scheme file: one-line text, TOML or JSON (see docs/schemes.md)
+    pub schemes: PathBuf,
+    /// Simulated workload spec (TOML, see docs/sim-spec.md)
+    #[arg(long, value_name = "SPEC", required = true)]
+    pub sim: PathBuf,
+    /// Also write a record of the run with schemes
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Seed of the simulation [default: the spec's `seed`, else 0]
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulated duration [default: the spec's `duration`]
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    #[command(flatten)]
+    pub attrs: AttrsArgs,
+    /// Turn every action into `stat`: report what would have been applied
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the comparison as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SchemesCommand {
+    /// Parse and validate a scheme file and print its normalised form
+    Check {
+        /// Scheme file: one-line text, TOML or JSON
+        file: PathBuf,
+        /// Print the normalised form as JSON instead of TOML
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 #[derive(Subcommand, Debug)]
 pub enum ReportCommand {
     /// Access frequency over time and address space
@@ -122,6 +166,18 @@ pub enum ReportCommand {
     Raw(FileArgs),
     /// Accuracy against the exact truth (simulated records only)
     Accuracy(AccuracyArgs),
+    /// Per-scheme statistics and effective quotas over time
+    Stats(JsonFileArgs),
+    /// The run's summary: memory, runtime, faults, schemes
+    Summary(JsonFileArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct JsonFileArgs {
+    /// Record file
+    pub file: PathBuf,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -36,7 +36,10 @@ impl std::error::Error for CapabilityError {}
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if cause.is::<UsageError>() || cause.is::<udamon_sim::SpecError>() {
+        if cause.is::<UsageError>()
+            || cause.is::<udamon_sim::SpecError>()
+            || cause.is::<udamon_scheme_file::ParseError>()
+        {
             return 2;
         }
         if cause.is::<CapabilityError>() {

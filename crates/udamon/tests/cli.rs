@@ -74,10 +74,11 @@ fn record_then_every_report() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 31);
     assert_eq!(lines[0]["type"], "header");
     assert_eq!(lines[0]["sim"]["seed"], 3);
     assert_eq!(lines[1]["type"], "snapshot");
+    assert_eq!(lines.iter().filter(|l| l["type"] == "snapshot").count(), 30);
+    assert_eq!(lines.last().unwrap()["type"], "summary");
 
     for args in [
         &["report", "heatmap", "s.udr"][..],
@@ -222,4 +223,153 @@ fn completions_and_man_page() {
     assert!(out.status.success() && text(&out.stdout).contains("udamon"));
     let out = udamon(dir.path(), &["man"]);
     assert!(out.status.success() && text(&out.stdout).contains(".TH"));
+}
+
+/// Every scheme line printed in the seeds (the same verbatim lines as
+/// udamon-scheme-file's seeds test) parses and runs through `udamon apply`.
+const SEED_LINES: &[&str] = &[
+    "na 500M 90 99 100ms mlock",
+    "na na 80 90 100ms madv_willneed",
+    "na na 10 20 100ms madv_cold",
+    "na na 0 10 100ms madv_pageout",
+    "2M na 90 99 100ms madv_hugepage",
+    "2M na 0 25 100ms madv_nohugepage",
+    "2M null    5 null    null null    hugepage",
+    "2M null    null 5    1s null      nohugepage",
+    "4K null    null 5    5s null      pageout",
+    "min     max     5       max     min     max     hugepage",
+    "2M      max     min     min     7s      max     nohugepage",
+    "4K      max     0       0       5s     max     pageout",
+    "min max min min 2m max page_out",
+    "2MB max 80% max 1m max thp",
+    "min max min 5% 1m max nothp",
+    "min max 5 max min max hugepage",
+    "2M max min min 7 s max nohugepage",
+    "4K max min min 5 s max pageout",
+];
+
+#[test]
+fn every_seed_scheme_line_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small.toml"), SMALL).unwrap();
+    for (i, line) in SEED_LINES.iter().enumerate() {
+        let f = format!("s{i}.txt");
+        std::fs::write(dir.path().join(&f), format!("{line}\n")).unwrap();
+        let out = udamon(
+            dir.path(),
+            &[
+                "apply",
+                &f,
+                "--sim",
+                "small.toml",
+                "--duration",
+                "8s",
+                "--json",
+            ],
+        );
+        assert!(out.status.success(), "{line}: {}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            v["with_schemes"]["schemes"].as_array().unwrap().len(),
+            1,
+            "{line}"
+        );
+    }
+}
+
+fn repo_file(p: &str) -> String {
+    format!("{}/../../{p}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn prcl_halves_the_average_rss_of_a_mostly_cold_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let (schemes, spec) = (
+        repo_file("examples/schemes/prcl.txt"),
+        repo_file("examples/specs/demo.toml"),
+    );
+    let out = udamon(
+        dir.path(),
+        &[
+            "apply", &schemes, "--sim", &spec, "--json", "-o", "prcl.udr",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ratio = v["ratios"]["rss_avg_bytes"].as_f64().unwrap();
+    assert!(ratio <= 0.5, "rss ratio {ratio}");
+    assert!(
+        v["with_schemes"]["schemes"][0]["sz_applied"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+
+    // The record carries the statistics and the summary.
+    let out = udamon(dir.path(), &["report", "summary", "prcl.udr", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["rss_avg_bytes", "rss_peak_bytes", "runtime_s", "faults"] {
+        assert!(s[key].is_number(), "summary lacks {key}: {s}");
+    }
+    assert_eq!(s["schemes"][0]["action"], "pageout");
+    let out = udamon(dir.path(), &["report", "stats", "prcl.udr", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        st["series"].as_array().unwrap().len() >= 40,
+        "a reading per second"
+    );
+}
+
+#[test]
+fn dry_run_applies_nothing_but_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (schemes, spec) = (
+        repo_file("examples/schemes/prcl.txt"),
+        repo_file("examples/specs/demo.toml"),
+    );
+    let out = udamon(
+        dir.path(),
+        &[
+            "apply",
+            &schemes,
+            "--sim",
+            &spec,
+            "--json",
+            "--dry-run",
+            "--duration",
+            "20s",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &v["with_schemes"]["schemes"][0];
+    assert_eq!(s["action"], "stat");
+    assert!(s["sz_tried"].as_u64().unwrap() > 0);
+    assert_eq!(s["sz_applied"], 0);
+    assert_eq!(v["ratios"]["rss_avg_bytes"], 1.0);
+}
+
+#[test]
+fn schemes_check_prints_the_normalised_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = udamon(
+        dir.path(),
+        &["schemes", "check", &repo_file("examples/schemes/ethp.txt")],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("action = \"hugepage\"") && s.contains("action = \"nohugepage\""),
+        "{s}"
+    );
+    std::fs::write(dir.path().join("bad.txt"), "4K max 0 0 5s max pagegout\n").unwrap();
+    let out = udamon(dir.path(), &["schemes", "check", "bad.txt"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("line 1"),
+        "{}",
+        text(&out.stderr)
+    );
 }

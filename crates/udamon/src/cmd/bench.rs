@@ -39,7 +39,47 @@ struct Report {
     record: Vec<RecordRow>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     accuracy: Vec<AccuracyRow>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    schemes: Vec<SchemeRow>,
 }
+
+#[derive(Serialize)]
+struct SchemeRow {
+    spec: String,
+    config: String,
+    rss_avg_bytes: f64,
+    runtime_s: f64,
+    faults: f64,
+    rss_change: f64,
+    runtime_change: f64,
+}
+
+/// The seeds' configurations (DAOS section 5): thp = every region huge,
+/// ethp and prcl = the schemes of its Listing 3.
+const CONFIGS: &[(&str, &str)] = &[
+    ("orig", ""),
+    ("rec", ""),
+    ("thp", include_str!("../../../../examples/schemes/thp.txt")),
+    (
+        "ethp",
+        include_str!("../../../../examples/schemes/ethp.txt"),
+    ),
+    (
+        "prcl",
+        include_str!("../../../../examples/schemes/prcl.txt"),
+    ),
+];
+const SCHEME_SPECS: &[(&str, &str)] = &[
+    ("demo", udamon_sim::DEMO_SPEC),
+    (
+        "machine",
+        include_str!("../../../../examples/specs/machine.toml"),
+    ),
+    (
+        "sparse-hot",
+        include_str!("../../../../examples/specs/sparse-hot.toml"),
+    ),
+];
 
 #[derive(Serialize)]
 struct CostRow {
@@ -82,9 +122,9 @@ fn wants(a: &BenchArgs, part: &str) -> bool {
 
 pub fn run(a: BenchArgs) -> Result<()> {
     for p in &a.only {
-        if !["cost", "record", "heatmap", "accuracy"].contains(&p.as_str()) {
+        if !["cost", "record", "heatmap", "accuracy", "schemes"].contains(&p.as_str()) {
             bail!(crate::UsageError(format!(
-                "--only {p}: unknown part (expected cost, record, heatmap or accuracy)"
+                "--only {p}: unknown part (expected cost, record, heatmap, accuracy or schemes)"
             )));
         }
     }
@@ -97,6 +137,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if wants(&a, "accuracy") {
         accuracy_table(&a, &mut report)?;
+    }
+    if wants(&a, "schemes") {
+        schemes_table(&a, &mut report)?;
     }
     if a.json {
         print_json(&report)?;
@@ -121,6 +164,7 @@ fn sim(
             duration_us,
             attrs,
             kind,
+            schemes: Vec::new(),
             keep,
             progress: true,
         },
@@ -374,4 +418,61 @@ fn row(spec: &str, s: super::record::RunSummary) -> AccuracyRow {
         elapsed_s: Some(s.elapsed_s),
         note: None,
     }
+}
+
+fn schemes_table(a: &BenchArgs, report: &mut Report) -> Result<()> {
+    let duration = a.quick.then_some(20_000_000);
+    if !a.json {
+        println!("\nthe seeds' scheme configurations on the simulator (default attrs; changes against orig)");
+        println!(
+            "  {:<11} {:<5} {:>12} {:>8} {:>11} {:>8} {:>9}",
+            "spec", "conf", "rss avg", "change", "runtime", "change", "faults"
+        );
+    }
+    for (name, spec) in SCHEME_SPECS {
+        let mut orig: Option<(f64, f64)> = None;
+        for (config, text) in CONFIGS {
+            let schemes = udamon_scheme_file::parse(text, config, None)?;
+            // orig: no monitoring at all; rec: monitoring, no scheme. The
+            // simulator charges monitoring no cost, so both run the engine.
+            let run = SimRun {
+                spec_text: spec,
+                origin: name,
+                seed: None,
+                duration_us: duration,
+                attrs: Attrs::default(),
+                kind: MonitorKind::Adaptive,
+                schemes,
+                keep: false,
+                progress: true,
+            };
+            let s = run_sim(&run, None)?;
+            let num = |k: &str| s.metrics.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+            let (rss, rt) = (num("rss_avg_bytes"), num("runtime_s"));
+            let (rss0, rt0) = *orig.get_or_insert((rss, rt));
+            let row = SchemeRow {
+                spec: name.to_string(),
+                config: config.to_string(),
+                rss_avg_bytes: rss,
+                runtime_s: rt,
+                faults: num("faults"),
+                rss_change: rss / rss0 - 1.0,
+                runtime_change: rt / rt0 - 1.0,
+            };
+            if !a.json {
+                println!(
+                    "  {:<11} {:<5} {:>12} {:>+7.1}% {:>10.3}s {:>+7.2}% {:>9}",
+                    row.spec,
+                    row.config,
+                    udamon_report::fmt_bytes(rss as u64),
+                    row.rss_change * 100.0,
+                    rt,
+                    row.runtime_change * 100.0,
+                    row.faults as u64
+                );
+            }
+            report.schemes.push(row);
+        }
+    }
+    Ok(())
 }

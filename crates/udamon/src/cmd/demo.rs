@@ -20,6 +20,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         duration_us: None,
         attrs: Attrs::default(),
         kind: MonitorKind::Adaptive,
+        schemes: Vec::new(),
         keep: false,
         progress: true,
     };

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+mod apply;
 mod bench;
 mod demo;
 mod features;
@@ -17,6 +18,8 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Record(a) => record::run(a),
+        Command::Apply(a) => apply::run(a),
+        Command::Schemes(c) => apply::schemes(c),
         Command::Report(r) => report::run(r),
         Command::Features(a) => features::run(a),
         Command::Bench(a) => bench::run(a),

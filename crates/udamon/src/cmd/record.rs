@@ -5,11 +5,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
-use udamon_core::{Attrs, IntervalsGoal, Snapshot};
+use udamon_core::schemes::{Damos, DamosStats, SchemeState};
+use udamon_core::{Attrs, Engine, IntervalsGoal, Monitor, Snapshot};
 use udamon_record::{Header, SimInfo, TargetInfo, Writer};
 use udamon_sim::units::parse_duration_us;
-use udamon_sim::{build_monitor, Model, MonitorKind, Workload};
+use udamon_sim::{build_engine, build_monitor, Model, MonitorKind, SimOps, Workload};
 
 use crate::cli::{AttrsArgs, RecordArgs};
 use crate::output::{print_json, Progress};
@@ -50,9 +52,25 @@ pub struct SimRun<'a> {
     pub duration_us: Option<u64>,
     pub attrs: Attrs,
     pub kind: MonitorKind,
+    /// Schemes to apply (adaptive and fixed-region monitors only).
+    pub schemes: Vec<Damos>,
     /// Keep the snapshots in memory too (for reports right after).
     pub keep: bool,
     pub progress: bool,
+}
+
+/// Statistics of one scheme at the end of a run (also the `schemes` entries
+/// of a record, taken every second).
+#[derive(Debug, Serialize)]
+pub struct SchemeReport {
+    pub index: usize,
+    pub action: String,
+    pub description: String,
+    #[serde(flatten)]
+    pub stats: DamosStats,
+    /// The current window's effective size quota; null when unlimited.
+    pub effective_quota_bytes: Option<u64>,
+    pub active: bool,
 }
 
 #[derive(Serialize)]
@@ -66,10 +84,62 @@ pub struct RunSummary {
     pub avg_nr_regions: f64,
     pub record_bytes: u64,
     pub elapsed_s: f64,
+    /// The simulated machine's figures (RSS, runtime, faults, ...); absent
+    /// for the full-scan baseline, which runs no machine.
+    #[serde(flatten)]
+    pub metrics: serde_json::Map<String, serde_json::Value>,
+    pub schemes: Vec<SchemeReport>,
     #[serde(skip)]
     pub kept: Vec<Snapshot>,
     #[serde(skip)]
     pub model: Option<Arc<Model>>,
+}
+
+/// Statistics of installed schemes, in the order given.
+pub fn scheme_reports(states: &[SchemeState]) -> Vec<SchemeReport> {
+    states
+        .iter()
+        .enumerate()
+        .map(|(index, st)| SchemeReport {
+            index,
+            action: st.scheme.action.name().to_string(),
+            description: udamon_scheme_file::describe(&st.scheme),
+            stats: st.stats,
+            effective_quota_bytes: st.effective_quota(),
+            active: st.active,
+        })
+        .collect()
+}
+
+enum Mon {
+    Engine(Box<Engine<SimOps, Pcg64Mcg>>),
+    Other(Box<dyn Monitor>),
+}
+
+impl Mon {
+    fn monitor(&mut self) -> &mut dyn Monitor {
+        match self {
+            Mon::Engine(e) => e.as_mut(),
+            Mon::Other(m) => m.as_mut(),
+        }
+    }
+
+    fn metrics(&self) -> serde_json::Map<String, serde_json::Value> {
+        match self {
+            Mon::Engine(e) => match serde_json::to_value(e.ops().metrics()) {
+                Ok(serde_json::Value::Object(m)) => m,
+                _ => serde_json::Map::new(),
+            },
+            Mon::Other(_) => serde_json::Map::new(),
+        }
+    }
+
+    fn schemes(&self) -> Vec<SchemeReport> {
+        match self {
+            Mon::Engine(e) => scheme_reports(e.schemes()),
+            Mon::Other(_) => Vec::new(),
+        }
+    }
 }
 
 /// Runs a simulated workload under a monitor, writing a record to `out`.
@@ -82,8 +152,24 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
     let duration_us = workload.duration_us;
     let name = workload.name.clone();
     let model = Arc::new(Model::new(workload));
-    let mut monitor = build_monitor(&model, run.attrs, seed, run.kind)
-        .map_err(|e| UsageError(format!("cannot monitor {}: {e}", run.origin)))?;
+    let cannot = |e: udamon_core::Error| UsageError(format!("cannot monitor {}: {e}", run.origin));
+    let mut mon = match run.kind {
+        MonitorKind::FullScan => {
+            if !run.schemes.is_empty() {
+                return Err(UsageError(
+                    "schemes need the adaptive or fixed-region monitor, not --full-scan".into(),
+                )
+                .into());
+            }
+            Mon::Other(build_monitor(&model, run.attrs, seed, run.kind).map_err(cannot)?)
+        }
+        kind => {
+            let mut e = build_engine(&model, run.attrs, seed, kind).map_err(cannot)?;
+            e.set_schemes(run.schemes.clone());
+            Mon::Engine(Box::new(e))
+        }
+    };
+    mon.monitor().set_deadline(Some(duration_us));
     let header = Header {
         version: udamon_record::VERSION,
         created_by: format!("udamon {}", env!("CARGO_PKG_VERSION")),
@@ -98,7 +184,10 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
             seed,
             monitor: run.kind.label(),
         }),
-        params: serde_json::json!({ "duration_us": duration_us }),
+        params: serde_json::json!({
+            "duration_us": duration_us,
+            "schemes": udamon_scheme_file::to_json(&run.schemes),
+        }),
     };
     let mut writer = match out {
         Some(p) => Some(
@@ -112,50 +201,86 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
         .then(|| Progress::new(duration_us, "recording"));
     let (mut snapshots, mut regions) = (0u64, 0u64);
     let mut kept = Vec::new();
-    while monitor.now_us() < duration_us {
-        let Some(s) = monitor.next_snapshot()? else {
-            break;
-        };
+    let mut next_stats_us = 0;
+    while let Some(s) = mon.monitor().next_snapshot()? {
         snapshots += 1;
         regions += s.nr_regions() as u64;
         if let Some(w) = writer.as_mut() {
             w.push_snapshot(&s)?;
+            // Scheme statistics and the machine's figures, once a second.
+            if s.end_us >= next_stats_us {
+                next_stats_us = s.end_us + 1_000_000;
+                push_status(w, s.end_us, &mon)?;
+            }
         }
         if let Some(p) = progress.as_mut() {
-            p.set(monitor.now_us().min(duration_us));
+            p.set(s.end_us.min(duration_us));
         }
         if run.keep {
             kept.push(s);
         }
     }
-    let record_bytes = match writer {
-        Some(w) => {
-            let bytes = w.bytes_written();
-            w.finish()?;
-            bytes
-        }
-        None => 0,
-    };
-    if let Some(p) = progress {
-        p.finish();
-    }
-    Ok(RunSummary {
+    let now_us = mon.monitor().now_us();
+    let mut summary = RunSummary {
         output: out.map(|p| p.display().to_string()),
         workload: name,
         monitor: run.kind.label(),
         seed,
-        simulated_s: monitor.now_us() as f64 / 1e6,
+        simulated_s: now_us as f64 / 1e6,
         snapshots,
         avg_nr_regions: if snapshots > 0 {
             regions as f64 / snapshots as f64
         } else {
             0.0
         },
-        record_bytes,
+        record_bytes: 0,
         elapsed_s: started.elapsed().as_secs_f64(),
+        metrics: mon.metrics(),
+        schemes: mon.schemes(),
         kept,
         model: Some(model),
-    })
+    };
+    if let Some(mut w) = writer {
+        push_status(&mut w, now_us, &mon)?;
+        // The record keeps what the run computed, not how this host ran it,
+        // so the same seed gives the same record, byte for byte.
+        let mut stored = serde_json::to_value(&summary)?;
+        if let Some(m) = stored.as_object_mut() {
+            for k in ["output", "elapsed_s", "record_bytes"] {
+                m.remove(k);
+            }
+        }
+        w.push_json("summary", &stored)?;
+        w.flush_frame()?;
+        summary.record_bytes = w.bytes_written();
+        w.finish()?;
+    }
+    if let Some(p) = progress {
+        p.finish();
+    }
+    Ok(summary)
+}
+
+fn push_status(
+    w: &mut Writer<std::io::BufWriter<std::fs::File>>,
+    end_us: u64,
+    mon: &Mon,
+) -> Result<()> {
+    let schemes = mon.schemes();
+    if !schemes.is_empty() {
+        w.push_json(
+            "schemes",
+            &serde_json::json!({ "end_us": end_us, "schemes": schemes }),
+        )?;
+    }
+    let metrics = mon.metrics();
+    if !metrics.is_empty() {
+        w.push_json(
+            "sim_metrics",
+            &serde_json::json!({ "end_us": end_us, "metrics": metrics }),
+        )?;
+    }
+    Ok(())
 }
 
 pub fn monitor_kind(fixed: Option<u32>, full_scan: bool) -> Result<MonitorKind> {
@@ -184,6 +309,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
         duration_us,
         attrs: attrs_from(&a.attrs)?,
         kind: monitor_kind(a.fixed_regions, a.full_scan)?,
+        schemes: Vec::new(),
         keep: false,
         progress: true,
     };
@@ -191,6 +317,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
     if a.json {
         return print_json(&s);
     }
+    print_machine(&s);
     println!(
         "recorded {} ({}, seed {}): {:.1}s simulated, {} snapshots, {:.0} regions on average",
         s.workload, s.monitor, s.seed, s.simulated_s, s.snapshots, s.avg_nr_regions
@@ -202,4 +329,24 @@ pub fn run(a: RecordArgs) -> Result<()> {
         s.elapsed_s
     );
     Ok(())
+}
+
+/// One line of the simulated machine's figures, when there are any.
+pub fn print_machine(s: &RunSummary) {
+    let m = &s.metrics;
+    let num = |k: &str| m.get(k).and_then(|v| v.as_f64());
+    if let (Some(rss), Some(peak), Some(rt), Some(faults)) = (
+        num("rss_avg_bytes"),
+        num("rss_peak_bytes"),
+        num("runtime_s"),
+        num("faults"),
+    ) {
+        println!(
+            "machine: rss {} on average, {} at peak; runtime {:.2}s; {} faults",
+            udamon_report::fmt_bytes(rss as u64),
+            udamon_report::fmt_bytes(peak as u64),
+            rt,
+            faults as u64
+        );
+    }
 }

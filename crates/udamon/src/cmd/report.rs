@@ -12,7 +12,9 @@ use udamon_report::{
 use udamon_sim::units::{parse_duration_us, parse_size};
 use udamon_sim::{AccuracyAcc, AccuracyOptions, Model, Workload};
 
-use crate::cli::{AccuracyArgs, FileArgs, HeatmapArgs, HotArgs, ReportCommand, WssArgs};
+use crate::cli::{
+    AccuracyArgs, FileArgs, HeatmapArgs, HotArgs, JsonFileArgs, ReportCommand, WssArgs,
+};
 use crate::output::print_json;
 use crate::UsageError;
 
@@ -23,6 +25,8 @@ pub fn run(r: ReportCommand) -> Result<()> {
         ReportCommand::Hot(a) => hot_cmd(a),
         ReportCommand::Raw(a) => raw_cmd(a),
         ReportCommand::Accuracy(a) => accuracy_cmd(a),
+        ReportCommand::Stats(a) => stats_cmd(a),
+        ReportCommand::Summary(a) => summary_cmd(a),
     }
 }
 
@@ -288,4 +292,114 @@ pub fn print_accuracy(acc: &udamon_sim::Accuracy, monitor: &str) {
         acc.wss_error
     );
     println!("  regions    {:.0}      on average", acc.avg_nr_regions);
+}
+
+/// The JSON entries of `kind` in a record, in order.
+fn json_entries(reader: &Reader, kind: &str) -> Result<Vec<serde_json::Value>> {
+    let mut out = Vec::new();
+    reader.for_each_entry(|e| {
+        if let Entry::Json { kind: k, value } = e {
+            if k == kind {
+                out.push(value.clone());
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    })?;
+    Ok(out)
+}
+
+fn stats_cmd(a: JsonFileArgs) -> Result<()> {
+    let reader = open(&a.file)?;
+    let series = json_entries(&reader, "schemes")?;
+    let Some(last) = series.last() else {
+        bail!(UsageError(format!(
+            "{}: the record has no scheme statistics (it was made without schemes)",
+            a.file.display()
+        )));
+    };
+    if a.json {
+        return print_json(&serde_json::json!({ "final": last, "series": series }));
+    }
+    let end_us = last["end_us"].as_u64().unwrap_or(0);
+    println!(
+        "scheme statistics at {} ({} readings in the record)",
+        udamon_report::fmt_us(end_us),
+        series.len()
+    );
+    println!(
+        "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
+        "#", "action", "nr_tried", "sz_tried", "nr_applied", "sz_applied", "qt_exceed", "quota"
+    );
+    let empty = Vec::new();
+    for s in last["schemes"].as_array().unwrap_or(&empty) {
+        let n = |k: &str| s[k].as_u64().unwrap_or(0);
+        println!(
+            "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
+            n("index"),
+            s["action"].as_str().unwrap_or("?"),
+            n("nr_tried"),
+            udamon_report::fmt_bytes(n("sz_tried")),
+            n("nr_applied"),
+            udamon_report::fmt_bytes(n("sz_applied")),
+            n("qt_exceeds"),
+            s["effective_quota_bytes"]
+                .as_u64()
+                .map_or("unlimited".into(), udamon_report::fmt_bytes)
+        );
+    }
+    for s in last["schemes"].as_array().unwrap_or(&empty) {
+        println!(
+            "    {}: {}",
+            s["index"],
+            s["description"].as_str().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+fn summary_cmd(a: JsonFileArgs) -> Result<()> {
+    let reader = open(&a.file)?;
+    let Some(summary) = json_entries(&reader, "summary")?.pop() else {
+        bail!(UsageError(format!(
+            "{}: the record has no summary (the run did not finish, or the record is damaged before its end)",
+            a.file.display()
+        )));
+    };
+    if a.json {
+        return print_json(&summary);
+    }
+    let f = |k: &str| summary[k].as_f64();
+    println!(
+        "{} ({}, seed {}): {:.1}s simulated, {} snapshots, {:.0} regions on average",
+        summary["workload"].as_str().unwrap_or("?"),
+        summary["monitor"].as_str().unwrap_or("?"),
+        summary["seed"],
+        f("simulated_s").unwrap_or(0.0),
+        summary["snapshots"],
+        f("avg_nr_regions").unwrap_or(0.0)
+    );
+    if let (Some(avg), Some(peak)) = (f("rss_avg_bytes"), f("rss_peak_bytes")) {
+        println!(
+            "rss        {} on average, {} at peak",
+            udamon_report::fmt_bytes(avg as u64),
+            udamon_report::fmt_bytes(peak as u64)
+        );
+    }
+    if let Some(rt) = f("runtime_s") {
+        println!("runtime    {rt:.3}s");
+    }
+    if let Some(faults) = f("faults") {
+        println!("faults     {}", faults as u64);
+    }
+    let empty = Vec::new();
+    for s in summary["schemes"].as_array().unwrap_or(&empty) {
+        println!(
+            "scheme {}   {} applied to {} (tried {})",
+            s["index"],
+            s["action"].as_str().unwrap_or("?"),
+            udamon_report::fmt_bytes(s["sz_applied"].as_u64().unwrap_or(0)),
+            udamon_report::fmt_bytes(s["sz_tried"].as_u64().unwrap_or(0))
+        );
+    }
+    Ok(())
 }

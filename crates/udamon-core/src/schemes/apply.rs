@@ -1,0 +1,540 @@
+//! Applying schemes: the kernel's `kdamond_apply_schemes` and its helpers
+//! (spec section 8), on the engine's targets.
+
+use crate::feedback;
+use crate::ops::Operations;
+use crate::region::{align_down, Region, Target};
+use crate::snapshot::RegionSnapshot;
+use crate::{Attrs, MIN_REGION_SZ};
+
+use super::model::{
+    Action, Damos, DamosStats, Filter, FilterKind, GoalMetric, GoalTuner, KernelPattern, Scorer,
+    WatermarkMetric,
+};
+
+/// The highest priority score (`DAMOS_MAX_SCORE`).
+pub const MAX_SCORE: u32 = 99;
+
+/// Bytes per millisecond assumed for the time quota before any action was
+/// timed (the kernel's `PAGE_SIZE * 1024`).
+const DEFAULT_BYTES_PER_MS: u64 = 4096 * 1024;
+
+/// A scheme installed in the engine, with its running state.
+#[derive(Clone, Debug)]
+pub struct SchemeState {
+    pub scheme: Damos,
+    /// The scheme without its ops filters, for regions a core filter allowed.
+    scheme_no_ops_filters: Damos,
+    pattern: KernelPattern,
+    next_apply: u64,
+    pub stats: DamosStats,
+    /// Effective size quota of the current window: `None` is unlimited.
+    pub esz: Option<u64>,
+    esz_bp: u64,
+    charged_sz: u64,
+    charged_from_us: Option<u64>,
+    total_charged_sz: u64,
+    total_charged_us: u64,
+    /// Action time charged in the current window.
+    window_charged_us: u64,
+    charge_target: Option<usize>,
+    charge_addr: u64,
+    min_score: u32,
+    /// Watermark state: whether the scheme is on.
+    pub active: bool,
+    /// Last values the goal metrics took (for reports).
+    pub goal_values: Vec<u64>,
+    /// Cumulative counters at the previous window reset, per goal.
+    goal_prev: Vec<Option<u64>>,
+    /// Regions tried in the last apply pass (the kernel's tried_regions).
+    pub tried_regions: Vec<RegionSnapshot>,
+}
+
+impl SchemeState {
+    pub fn new(scheme: Damos, attrs: &Attrs) -> Self {
+        let mut no_ops = scheme.clone();
+        no_ops.filters.retain(|f| f.kind.is_core());
+        let n = scheme.quota.goals.len();
+        let mut s = Self {
+            pattern: scheme.pattern.resolve(attrs),
+            scheme_no_ops_filters: no_ops,
+            scheme,
+            next_apply: 0,
+            stats: DamosStats::default(),
+            esz: None,
+            esz_bp: 0,
+            charged_sz: 0,
+            charged_from_us: None,
+            total_charged_sz: 0,
+            total_charged_us: 0,
+            window_charged_us: 0,
+            charge_target: None,
+            charge_addr: 0,
+            min_score: 0,
+            active: true,
+            goal_values: vec![0; n],
+            goal_prev: vec![None; n],
+            tried_regions: Vec::new(),
+        };
+        s.next_apply = s.apply_samples(attrs);
+        s
+    }
+
+    fn apply_samples(&self, attrs: &Attrs) -> u64 {
+        let us = if self.scheme.apply_interval_us == 0 {
+            attrs.aggr_us
+        } else {
+            self.scheme.apply_interval_us
+        };
+        (us / attrs.sample_us.max(1)).max(1)
+    }
+
+    /// Re-derives the kernel-unit pattern after an attribute change.
+    pub(crate) fn on_attrs(&mut self, attrs: &Attrs, passed: u64) {
+        self.pattern = self.pattern_for(attrs);
+        self.next_apply = passed + self.apply_samples(attrs);
+    }
+
+    fn pattern_for(&self, attrs: &Attrs) -> KernelPattern {
+        self.scheme.pattern.resolve(attrs)
+    }
+
+    /// The effective quota of the current window in bytes, `None` if unlimited.
+    pub fn effective_quota(&self) -> Option<u64> {
+        self.esz
+    }
+}
+
+/// Whether `r` has the access pattern (closed intervals; frequency from the
+/// moving sum, as the kernel does since 6.7).
+fn matches(p: &KernelPattern, r: &Region) -> bool {
+    let sz = r.sz();
+    let nr = r.nr_accesses_bp / 10_000;
+    p.min_sz <= sz
+        && sz <= p.max_sz
+        && p.min_nr_accesses <= nr
+        && nr <= p.max_nr_accesses
+        && p.min_age <= r.age
+        && r.age <= p.max_age
+}
+
+/// The kernel's built-in hotness score (ops-common), 0..=99.
+pub fn hot_score(r: &Region, attrs: &Attrs, weights: &super::model::QuotaWeights) -> u32 {
+    let max_nr = u64::from(attrs.max_nr_accesses().max(1));
+    let freq = (u64::from(r.nr_accesses) * 100 / max_nr) as i64;
+    let age_sec = u64::from(r.age) * attrs.aggr_us / 1_000_000;
+    let mut age_log = (64 - age_sec.leading_zeros()).min(32) as i64;
+    if freq == 0 {
+        age_log = -age_log;
+    }
+    let age_sub = (age_log + 32) * 100 / 64;
+    let (fw, aw) = (i64::from(weights.nr_accesses), i64::from(weights.age));
+    let mut hot = fw * freq + aw * age_sub;
+    if fw + aw != 0 {
+        hot /= fw + aw;
+    }
+    (hot * 99 / 100).clamp(0, 99) as u32
+}
+
+fn score(action: Action, r: &Region, attrs: &Attrs, weights: &super::model::QuotaWeights) -> u32 {
+    match action.scorer() {
+        Scorer::Hot => hot_score(r, attrs, weights),
+        Scorer::Cold => MAX_SCORE - hot_score(r, attrs, weights),
+        Scorer::None => MAX_SCORE,
+    }
+}
+
+/// Everything an apply pass needs from the engine.
+pub(crate) struct Ctx<'a, O> {
+    pub attrs: &'a Attrs,
+    pub ops: &'a mut O,
+    pub targets: &'a mut [Target],
+    pub passed: u64,
+    pub now_us: u64,
+}
+
+/// Watermarks, checked before every sample. Returns the wait in
+/// microseconds when every scheme is off (0 when monitoring proceeds).
+pub(crate) fn update_watermarks<O: Operations>(
+    schemes: &mut [SchemeState],
+    ops: &mut O,
+    now_us: u64,
+) -> u64 {
+    if schemes.is_empty() {
+        return 0;
+    }
+    let mut min_wait = u64::MAX;
+    let mut free = None;
+    for s in schemes.iter_mut() {
+        let w = s.scheme.watermarks;
+        if w.metric == WatermarkMetric::None {
+            s.active = true;
+            min_wait = 0;
+            continue;
+        }
+        let v = *free.get_or_insert_with(|| ops.free_mem_rate(now_us));
+        match v {
+            Some(v) if v > w.high || v < w.low => s.active = false,
+            Some(v) if w.mid <= v && v <= w.high && !s.active => {}
+            Some(_) => s.active = true,
+            None => s.active = false,
+        }
+        min_wait = min_wait.min(if s.active { 0 } else { w.interval_us.max(1) });
+    }
+    min_wait
+}
+
+/// Starts a new charge window when due and recomputes the effective quota;
+/// then the score histogram gives the minimum score that fits the quota.
+fn adjust_quota<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>) {
+    let q = &s.scheme.quota;
+    if !q.is_set() {
+        s.esz = None;
+        return;
+    }
+    let new_window = match s.charged_from_us {
+        None => true,
+        Some(from) => ctx.now_us >= from + q.reset_interval_ms * 1000,
+    };
+    if new_window {
+        if s.charged_from_us.is_some()
+            && (s.esz.is_some_and(|e| s.charged_sz >= e) || time_used_up(s))
+        {
+            s.stats.qt_exceeds += 1;
+        }
+        s.total_charged_sz += s.charged_sz;
+        let elapsed_us = s.charged_from_us.map(|f| ctx.now_us - f);
+        s.charged_from_us = Some(ctx.now_us);
+        s.charged_sz = 0;
+        s.window_charged_us = 0;
+        s.esz = effective_size_quota(s, ctx, elapsed_us);
+    }
+    // Prioritisation: the lowest score whose cumulative size fits the quota.
+    s.min_score = 0;
+    let (Some(esz), true) = (s.esz, s.scheme.action.scorer() != Scorer::None) else {
+        return;
+    };
+    let mut hist = [0u64; MAX_SCORE as usize + 1];
+    let mut max = 0;
+    for t in ctx.targets.iter() {
+        for r in &t.regions {
+            if !matches(&s.pattern, r) {
+                continue;
+            }
+            let sc = score(s.scheme.action, r, ctx.attrs, &s.scheme.quota.weights);
+            hist[sc as usize] += r.sz();
+            max = max.max(sc);
+        }
+    }
+    let mut cum = 0u64;
+    let mut sc = max;
+    loop {
+        cum += hist[sc as usize];
+        if cum >= esz || sc == 0 {
+            break;
+        }
+        sc -= 1;
+    }
+    s.min_score = sc;
+}
+
+/// The effective size quota for a new window (spec 8.4 and 8.6).
+fn effective_size_quota<O: Operations>(
+    s: &mut SchemeState,
+    ctx: &mut Ctx<'_, O>,
+    window_us: Option<u64>,
+) -> Option<u64> {
+    let q = s.scheme.quota.clone();
+    if q.ms == 0 && q.goals.is_empty() {
+        return Some(q.sz);
+    }
+    let mut esz = u64::MAX;
+    if !q.goals.is_empty() {
+        // The most satisfied goal wins: the scheme is only as aggressive as
+        // the least demanding goal needs.
+        let mut best: Option<u64> = None;
+        for (i, g) in q.goals.iter().enumerate() {
+            let current = match g.metric {
+                GoalMetric::UserInput => Some(g.current_value),
+                GoalMetric::SomeMemPsiUs | GoalMetric::RefaultRate => {
+                    let cum = ctx.ops.goal_metric(0, g, ctx.now_us);
+                    let prev = std::mem::replace(&mut s.goal_prev[i], cum);
+                    match (cum, prev, window_us) {
+                        (Some(c), Some(p), Some(w)) if g.metric == GoalMetric::RefaultRate => {
+                            Some((c - p.min(c)) * 1_000_000 / w.max(1))
+                        }
+                        (Some(c), Some(p), _) => Some(c - p.min(c)),
+                        // First window: no earlier reading to compare with.
+                        (Some(_), None, _) => Some(0),
+                        _ => None,
+                    }
+                }
+                _ => ctx.ops.goal_metric(0, g, ctx.now_us),
+            };
+            let Some(current) = current else { continue };
+            s.goal_values[i] = current;
+            // Kernel metrics are met when they reach at least the target.
+            // `rss_bp` (ours) is met when the resident share falls to the
+            // target or below: it steers reclaim.
+            let ratio = |a: u64, b: u64| {
+                (u128::from(a) * 10_000 / u128::from(b.max(1))).min(u128::from(u64::MAX)) as u64
+            };
+            let sc = match g.metric {
+                GoalMetric::RssBp if current == 0 => 2 * feedback::GOAL_BP,
+                GoalMetric::RssBp => ratio(g.target_value, current),
+                _ => ratio(current, g.target_value),
+            };
+            best = Some(best.map_or(sc, |b| b.max(sc)));
+        }
+        if let Some(score) = best {
+            s.esz_bp = match q.goal_tuner {
+                GoalTuner::Consist => feedback::next_input(s.esz_bp.max(10_000), score),
+                GoalTuner::Temporal if score >= 10_000 => 0,
+                GoalTuner::Temporal if q.sz != 0 => q.sz.saturating_mul(10_000),
+                GoalTuner::Temporal => u64::MAX,
+            };
+            esz = s.esz_bp / 10_000;
+        }
+    }
+    if q.ms != 0 {
+        let per_ms = if s.total_charged_us > 0 {
+            (u128::from(s.total_charged_sz) * 1000 / u128::from(s.total_charged_us))
+                .min(u128::from(u64::MAX)) as u64
+        } else {
+            DEFAULT_BYTES_PER_MS
+        };
+        esz = esz.min(per_ms.saturating_mul(q.ms)).max(MIN_REGION_SZ);
+    }
+    if q.sz != 0 && q.sz < esz {
+        esz = q.sz;
+    }
+    Some(esz)
+}
+
+/// Whether the window's action time reached the time quota.
+fn time_used_up(s: &SchemeState) -> bool {
+    s.scheme.quota.ms != 0 && s.window_charged_us >= s.scheme.quota.ms * 1000
+}
+
+/// Bytes the rest of the window's time quota allows. The kernel converts the
+/// time quota to bytes once per window, at a guessed 4 MiB/ms before any
+/// action was timed, and can overshoot; udamon measures first: until an
+/// action has been timed it tries one page, then cuts each apply to the
+/// remaining time at the measured speed. (Exact when an action's time is
+/// proportional to its size, as in the simulator.)
+fn time_allowance(s: &SchemeState) -> Option<u64> {
+    let q = &s.scheme.quota;
+    if q.ms == 0 {
+        return None;
+    }
+    let left_us = (q.ms * 1000).saturating_sub(s.window_charged_us);
+    if s.total_charged_us == 0 {
+        return Some(if left_us > 0 { MIN_REGION_SZ } else { 0 });
+    }
+    let bytes = u128::from(left_us) * u128::from(s.total_charged_sz + s.charged_sz)
+        / u128::from(s.total_charged_us);
+    Some(align_down(
+        bytes.min(u128::from(u64::MAX)) as u64,
+        MIN_REGION_SZ,
+    ))
+}
+
+/// Splits region `i` of `t` at `sz` bytes from its start; the new right
+/// piece inherits every counter.
+fn split_at(t: &mut Target, i: usize, sz: u64) {
+    let mut right = t.regions[i];
+    right.ar.start += sz;
+    t.regions[i].ar.end = right.ar.start;
+    t.regions.insert(i + 1, right);
+}
+
+/// The kernel's charge-resume skip: after a window's quota ran out at some
+/// address, the next windows start from there, so the quota sweeps the
+/// space round-robin instead of always hitting the lowest addresses.
+fn skip_charged(s: &mut SchemeState, t: &mut Target, ti: usize, i: usize) -> bool {
+    let Some(ct) = s.charge_target else {
+        return false;
+    };
+    if ti != ct {
+        return true;
+    }
+    if i + 1 == t.regions.len() {
+        s.charge_target = None;
+        s.charge_addr = 0;
+        return true;
+    }
+    let r = t.regions[i];
+    if s.charge_addr != 0 && r.ar.end <= s.charge_addr {
+        return true;
+    }
+    if s.charge_addr != 0 && r.ar.start < s.charge_addr {
+        let mut skip = align_down(s.charge_addr - r.ar.start, MIN_REGION_SZ);
+        if skip == 0 {
+            if r.sz() <= MIN_REGION_SZ {
+                return true;
+            }
+            skip = MIN_REGION_SZ;
+        }
+        split_at(t, i, skip);
+        return true;
+    }
+    s.charge_target = None;
+    s.charge_addr = 0;
+    false
+}
+
+/// Core filters, first match decides; an `addr` filter splits the region at
+/// its range's edges so actions respect exact ranges. Returns `None` when
+/// rejected, else whether a core filter explicitly allowed the region.
+fn core_filter(filters: &[Filter], t: &mut Target, ti: usize, i: usize) -> Option<bool> {
+    let mut last_core_allow = None;
+    for f in filters.iter().filter(|f| f.kind.is_core()) {
+        last_core_allow = Some(f.allow);
+        let r = t.regions[i];
+        let matched = match f.kind {
+            FilterKind::Target { idx } => idx as usize == ti,
+            FilterKind::Addr { start, end } => {
+                let (start, end) = (
+                    align_down(start, MIN_REGION_SZ),
+                    align_down(end, MIN_REGION_SZ),
+                );
+                if start <= r.ar.start && r.ar.end <= end {
+                    true
+                } else if r.ar.end <= start || end <= r.ar.start {
+                    false
+                } else if r.ar.start < start {
+                    split_at(t, i, start - r.ar.start);
+                    false
+                } else {
+                    split_at(t, i, end - r.ar.start);
+                    true
+                }
+            }
+            _ => unreachable!("only core filters here"),
+        };
+        if matched == f.matching {
+            return if f.allow { Some(true) } else { None };
+        }
+    }
+    let has_ops_filters = filters.iter().any(|f| !f.kind.is_core());
+    if !has_ops_filters && last_core_allow == Some(true) {
+        None
+    } else {
+        Some(false)
+    }
+}
+
+/// One apply pass: every due, active scheme over every region.
+pub(crate) fn apply_schemes<O: Operations>(schemes: &mut [SchemeState], ctx: &mut Ctx<'_, O>) {
+    let due: Vec<bool> = schemes
+        .iter()
+        .map(|s| s.active && ctx.passed >= s.next_apply)
+        .collect();
+    if !due.iter().any(|&d| d) {
+        return;
+    }
+    for (s, _) in schemes.iter_mut().zip(&due).filter(|(_, d)| **d) {
+        adjust_quota(s, ctx);
+        s.tried_regions.clear();
+    }
+    for ti in 0..ctx.targets.len() {
+        if !ctx.ops.target_valid(ti) {
+            continue;
+        }
+        let mut i = 0;
+        // Pieces split off in this pass are visited in this pass too (the
+        // newer kernels' iteration, which charge resume relies on).
+        while i < ctx.targets[ti].regions.len() {
+            for (si, s) in schemes.iter_mut().enumerate() {
+                if !due[si] {
+                    continue;
+                }
+                if s.esz.is_some_and(|e| s.charged_sz >= e) || time_used_up(s) {
+                    continue;
+                }
+                if skip_charged(s, &mut ctx.targets[ti], ti, i) {
+                    continue;
+                }
+                let r = ctx.targets[ti].regions[i];
+                if !matches(&s.pattern, &r) {
+                    continue;
+                }
+                if s.esz.is_some()
+                    && score(s.scheme.action, &r, ctx.attrs, &s.scheme.quota.weights) < s.min_score
+                {
+                    continue;
+                }
+                apply_one(s, ctx, ti, i);
+            }
+            i += 1;
+        }
+    }
+    for (s, _) in schemes.iter_mut().zip(&due).filter(|(_, d)| **d) {
+        s.next_apply = ctx.passed + s.apply_samples(ctx.attrs);
+    }
+}
+
+fn apply_one<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>, ti: usize, i: usize) {
+    let t = &mut ctx.targets[ti];
+    let mut sz = t.regions[i].sz();
+    let (mut applied, mut passed) = (0, 0);
+    let mut counted = true;
+    if let Some(esz) = s.esz {
+        if s.charged_sz + sz > esz {
+            sz = align_down(esz.saturating_sub(s.charged_sz), MIN_REGION_SZ);
+            if sz == 0 {
+                counted = false;
+            } else {
+                split_at(t, i, sz);
+            }
+        }
+    }
+    if counted {
+        if let Some(allow) = time_allowance(s) {
+            if allow == 0 {
+                return;
+            }
+            if allow < sz {
+                sz = allow;
+                split_at(t, i, sz);
+            }
+        }
+        let Some(core_allowed) = core_filter(&s.scheme.filters, t, ti, i) else {
+            return;
+        };
+        let r = t.regions[i];
+        sz = r.sz();
+        let scheme = if core_allowed {
+            &s.scheme_no_ops_filters
+        } else {
+            &s.scheme
+        };
+        let out = ctx.ops.apply_scheme(ti, r.ar, scheme, ctx.now_us);
+        applied = out.sz_applied;
+        passed = out.sz_ops_filter_passed;
+        s.total_charged_us += out.cost_us;
+        s.window_charged_us += out.cost_us;
+        s.charged_sz += sz;
+        if s.esz.is_some_and(|e| s.charged_sz >= e) {
+            s.charge_target = Some(ti);
+            s.charge_addr = r.ar.end + 1;
+        }
+        if s.scheme.action != Action::Stat {
+            ctx.targets[ti].regions[i].age = 0;
+        }
+        let r = ctx.targets[ti].regions[i];
+        s.tried_regions.push(RegionSnapshot {
+            start: r.ar.start,
+            end: r.ar.end,
+            nr_accesses: r.nr_accesses_bp / 10_000,
+            age: r.age,
+        });
+    }
+    s.stats.nr_tried += 1;
+    s.stats.sz_tried += sz;
+    if applied > 0 {
+        s.stats.nr_applied += 1;
+    }
+    s.stats.sz_applied += applied;
+    s.stats.sz_ops_filter_passed += passed;
+}

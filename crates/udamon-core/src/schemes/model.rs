@@ -1,0 +1,334 @@
+//! The scheme model: "regions of this size, this access frequency, for this
+//! long: do this action", with quotas, goals, watermarks and filters.
+//!
+//! Patterns are kept in the user's units (access frequency as a share of the
+//! maximum, age as time) so one scheme file works under any monitoring
+//! attributes; [`AccessPattern::resolve`] turns them into the kernel's units
+//! (samples per aggregation window, aggregation intervals) for the attributes
+//! in force.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Addr, Attrs};
+
+/// DAMOS actions. `Mlock` goes beyond the kernel (planned in the DAMON
+/// patchset appendix): pin the region against reclaim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Willneed,
+    Cold,
+    Pageout,
+    Hugepage,
+    Nohugepage,
+    Collapse,
+    LruPrio,
+    LruDeprio,
+    MigrateHot,
+    MigrateCold,
+    Stat,
+    Mlock,
+}
+
+impl Action {
+    pub const ALL: [Action; 12] = [
+        Action::Willneed,
+        Action::Cold,
+        Action::Pageout,
+        Action::Hugepage,
+        Action::Nohugepage,
+        Action::Collapse,
+        Action::LruPrio,
+        Action::LruDeprio,
+        Action::MigrateHot,
+        Action::MigrateCold,
+        Action::Stat,
+        Action::Mlock,
+    ];
+
+    /// The kernel's keyword (sysfs `action` file).
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Willneed => "willneed",
+            Action::Cold => "cold",
+            Action::Pageout => "pageout",
+            Action::Hugepage => "hugepage",
+            Action::Nohugepage => "nohugepage",
+            Action::Collapse => "collapse",
+            Action::LruPrio => "lru_prio",
+            Action::LruDeprio => "lru_deprio",
+            Action::MigrateHot => "migrate_hot",
+            Action::MigrateCold => "migrate_cold",
+            Action::Stat => "stat",
+            Action::Mlock => "mlock",
+        }
+    }
+
+    /// Which built-in priority score ranks regions for this action's quota
+    /// (spec 8.3): colder first for reclaim-like actions, hotter first for
+    /// promotion-like ones, none for the rest.
+    pub fn scorer(self) -> Scorer {
+        match self {
+            Action::Pageout | Action::LruDeprio | Action::MigrateCold => Scorer::Cold,
+            Action::LruPrio | Action::MigrateHot => Scorer::Hot,
+            _ => Scorer::None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scorer {
+    Hot,
+    Cold,
+    /// Every region scores the maximum (no prioritisation).
+    None,
+}
+
+/// Which regions a scheme acts on; closed intervals. Frequencies are in
+/// basis points of the maximum `nr_accesses` (10,000 = every sample), ages
+/// in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessPattern {
+    pub min_sz: u64,
+    pub max_sz: u64,
+    pub min_freq_bp: u32,
+    pub max_freq_bp: u32,
+    pub min_age_us: u64,
+    pub max_age_us: u64,
+}
+
+impl Default for AccessPattern {
+    /// Matches every region.
+    fn default() -> Self {
+        Self {
+            min_sz: 0,
+            max_sz: u64::MAX,
+            min_freq_bp: 0,
+            max_freq_bp: 10_000,
+            min_age_us: 0,
+            max_age_us: u64::MAX,
+        }
+    }
+}
+
+/// An access pattern in the kernel's units for given attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelPattern {
+    pub min_sz: u64,
+    pub max_sz: u64,
+    pub min_nr_accesses: u32,
+    pub max_nr_accesses: u32,
+    pub min_age: u32,
+    pub max_age: u32,
+}
+
+impl AccessPattern {
+    /// Converts to samples per window and aggregation intervals the way damo
+    /// does (`int(percent * max / 100)`, `int(age_us / aggr_us)`); the upper
+    /// bounds at their maximum stay unbounded.
+    pub fn resolve(&self, attrs: &Attrs) -> KernelPattern {
+        let max_nr = u64::from(attrs.max_nr_accesses());
+        let nr = |bp: u32| (u64::from(bp) * max_nr / 10_000) as u32;
+        let age = |us: u64| {
+            if us == u64::MAX {
+                u32::MAX
+            } else {
+                (us / attrs.aggr_us.max(1)).min(u64::from(u32::MAX)) as u32
+            }
+        };
+        KernelPattern {
+            min_sz: self.min_sz,
+            max_sz: self.max_sz,
+            min_nr_accesses: nr(self.min_freq_bp),
+            max_nr_accesses: if self.max_freq_bp >= 10_000 {
+                u32::MAX
+            } else {
+                nr(self.max_freq_bp)
+            },
+            min_age: age(self.min_age_us),
+            max_age: age(self.max_age_us),
+        }
+    }
+}
+
+/// Relative weights of the priority score's parts (the kernel accepts
+/// `sz` but its built-in scorers ignore it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaWeights {
+    pub sz: u32,
+    pub nr_accesses: u32,
+    pub age: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalTuner {
+    /// Feedback loop on the effective size quota (the default).
+    #[default]
+    Consist,
+    /// Full speed until the goal is met, then stop.
+    Temporal,
+}
+
+/// What a quota goal measures. The last two are the simulator's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalMetric {
+    /// A value the user feeds in (`current_value`).
+    UserInput,
+    /// Increase of the system's "some" memory pressure stall time (us) per reset interval.
+    SomeMemPsiUs,
+    /// Used memory of NUMA node `nid`, in basis points of the node's total.
+    NodeMemUsedBp,
+    /// Free memory of NUMA node `nid`, in basis points.
+    NodeMemFreeBp,
+    /// Resident set of the target, in basis points of its mapped size. Unlike
+    /// the kernel's metrics, met when the value falls to the target or below
+    /// (it steers reclaim: "page out until RSS is 60%").
+    RssBp,
+    /// Refaults (faults on pages that were paged out) per second.
+    RefaultRate,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaGoal {
+    pub metric: GoalMetric,
+    pub target_value: u64,
+    /// Only for `user_input`: the value the user reports.
+    #[serde(default)]
+    pub current_value: u64,
+    /// NUMA node for the node metrics.
+    #[serde(default)]
+    pub nid: u32,
+}
+
+/// How much a scheme may do per `reset_interval_ms`: `ms` of action time,
+/// `sz` bytes, narrowed by goals. All zero and no goal: no limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quota {
+    #[serde(default)]
+    pub ms: u64,
+    #[serde(default)]
+    pub sz: u64,
+    #[serde(default)]
+    pub reset_interval_ms: u64,
+    #[serde(default)]
+    pub weights: QuotaWeights,
+    #[serde(default)]
+    pub goals: Vec<QuotaGoal>,
+    #[serde(default)]
+    pub goal_tuner: GoalTuner,
+}
+
+impl Quota {
+    pub fn is_set(&self) -> bool {
+        self.ms != 0 || self.sz != 0 || !self.goals.is_empty()
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatermarkMetric {
+    /// Always active.
+    #[default]
+    None,
+    /// Free memory of the system in per-mille of the total.
+    FreeMemRate,
+}
+
+/// Activates a scheme only while the metric is in range: it turns off above
+/// `high` or below `low`, and turns back on only below `mid` (per-mille).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Watermarks {
+    pub metric: WatermarkMetric,
+    #[serde(default)]
+    pub interval_us: u64,
+    #[serde(default)]
+    pub high: u32,
+    #[serde(default)]
+    pub mid: u32,
+    #[serde(default)]
+    pub low: u32,
+}
+
+/// What a filter matches. `Addr` and `Target` are decided by the engine
+/// (core filters); the rest by the operations set, per page (ops filters).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FilterKind {
+    Addr { start: Addr, end: Addr },
+    Target { idx: u32 },
+    Anon,
+    Young,
+    Memcg { path: String },
+    HugepageSize { min: u64, max: u64 },
+    Unmapped,
+    Active,
+}
+
+impl FilterKind {
+    pub fn is_core(&self) -> bool {
+        matches!(self, FilterKind::Addr { .. } | FilterKind::Target { .. })
+    }
+}
+
+/// A filter: memory that is (`matching`) or is not of `kind` is allowed
+/// (`allow`) or rejected. The first filter that matches decides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Filter {
+    #[serde(flatten)]
+    pub kind: FilterKind,
+    #[serde(default = "yes")]
+    pub matching: bool,
+    #[serde(default)]
+    pub allow: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One scheme.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Damos {
+    #[serde(default)]
+    pub pattern: AccessPattern,
+    pub action: Action,
+    /// 0: every aggregation interval.
+    #[serde(default)]
+    pub apply_interval_us: u64,
+    #[serde(default)]
+    pub quota: Quota,
+    #[serde(default)]
+    pub watermarks: Watermarks,
+    #[serde(default)]
+    pub filters: Vec<Filter>,
+    /// Destination node of migrate actions.
+    #[serde(default)]
+    pub target_nid: Option<u32>,
+}
+
+impl Damos {
+    pub fn new(pattern: AccessPattern, action: Action) -> Self {
+        Self {
+            pattern,
+            action,
+            apply_interval_us: 0,
+            quota: Quota::default(),
+            watermarks: Watermarks::default(),
+            filters: Vec::new(),
+            target_nid: None,
+        }
+    }
+}
+
+/// Cumulative statistics of a scheme (kernel `damos_stat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DamosStats {
+    pub nr_tried: u64,
+    pub sz_tried: u64,
+    pub nr_applied: u64,
+    pub sz_applied: u64,
+    pub sz_ops_filter_passed: u64,
+    pub qt_exceeds: u64,
+}

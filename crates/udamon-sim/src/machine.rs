@@ -1,0 +1,1068 @@
+//! The simulated machine under a workload: which pages are resident, backed
+//! by huge pages, on which NUMA node, how old on the LRU, locked; what the
+//! workload pays for it (faults, refaults, slower nodes, TLB misses, direct
+//! reclaim), and what DAMOS actions do to it. The model is documented in
+//! `docs/sim-spec.md` ("The machine").
+//!
+//! State is kept per address range ("cell"), never per page: the pages of a
+//! cell share every attribute, and residency is fluid, kept as expected page
+//! counts (huge-backed, resident base pages, swapped out, never touched).
+//! Because accesses are Poisson, a non-resident page with hazard `h` over an
+//! interval is touched with probability `1 - exp(-h)`, so the expected
+//! number of first touches (faults) in a step is deterministic and costs
+//! O(1) per cell. Cells never span a boundary of the spec (objects, access
+//! ranges of any phase), so within a cell every phase has one plain rate.
+//! Cells are either 2 MiB-aligned at both ends (they can hold huge pages)
+//! or lie inside one 2 MiB extent (they cannot).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use udamon_core::schemes::{Action, Damos, Filter, FilterKind, GoalMetric, QuotaGoal};
+use udamon_core::{AddrRange, ApplyOutcome};
+
+use crate::model::{seg_range_hazard, Model, Piece};
+use crate::spec::Workload;
+
+/// The huge page size (x86-64 PMD).
+pub const HUGE_PAGE: u64 = 2 << 20;
+/// The most NUMA nodes a spec may declare.
+pub const MAX_NODES: usize = 64;
+/// The machine advances in steps of at most this long.
+const MAX_STEP_US: u64 = 10_000;
+/// A page whose last access is more recent than this is on the active LRU.
+const ACTIVE_AGE_US: f64 = 1e6;
+/// Running totals are recomputed from the cells this often (float drift).
+const RECOUNT_STEPS: u64 = 256;
+/// Neighbouring cells with equal state are merged this often, everywhere.
+const COALESCE_US: u64 = 1_000_000;
+/// Page counts below this are treated as zero.
+const EPS: f64 = 1e-6;
+/// Cells merge when their state fractions differ by less than this...
+const MERGE_FRAC: f64 = 1e-6;
+/// ... and their LRU times by less than this (us).
+const MERGE_LRU_US: f64 = 1_000.0;
+
+/// The simulated system's transparent huge page setting
+/// (`/sys/kernel/mm/transparent_hugepage/enabled`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThpMode {
+    /// No huge page is ever faulted in; `hugepage` does nothing.
+    Never,
+    /// Only ranges advised with `hugepage` get huge pages (the default).
+    #[default]
+    Madvise,
+    /// Every range gets huge pages unless advised `nohugepage`.
+    Always,
+}
+
+/// A NUMA node of the simulated machine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSpec {
+    /// Bytes; `None`: the memory limit, or the mapped size without a limit.
+    pub capacity: Option<u64>,
+    /// Memory latency of one access to a page on this node (us).
+    pub latency_us: f64,
+}
+
+/// The `[machine]` section of a spec: limits, latencies and costs. Every
+/// latency is per page of the spec's page size unless it says otherwise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineSpec {
+    /// Resident bytes above this are reclaimed, coldest first (a cgroup's
+    /// `memory.max`); `None`: unlimited.
+    pub memory_limit: Option<u64>,
+    pub thp: ThpMode,
+    /// A fault on a page that was paged out (swap-in from zram).
+    pub fault_latency_us: f64,
+    /// The first touch of a never-populated base page (zero-fill fault).
+    pub first_touch_latency_us: f64,
+    /// The first touch of a never-populated 2 MiB extent backed by a huge page.
+    pub huge_fault_latency_us: f64,
+    /// Direct reclaim under the memory limit, per page reclaimed.
+    pub reclaim_latency_us: f64,
+    /// Node 0's latency of one access: the baseline access cost.
+    pub access_cost_us: f64,
+    /// Address translation cost of one access to a base page.
+    pub tlb_miss_cost_us: f64,
+    /// Huge pages divide the translation cost by this.
+    pub huge_tlb_factor: f64,
+    /// At least one; node 0 holds everything at start.
+    pub nodes: Vec<NodeSpec>,
+    /// Page-table walk cost of any action, per resident byte visited.
+    pub walk_cost_us_per_byte: f64,
+    /// Cost of each action per byte it acts on, in `Action::ALL` order.
+    action_cost_us_per_byte: [f64; 12],
+}
+
+impl Default for MachineSpec {
+    fn default() -> Self {
+        let k4 = 4096.0;
+        let m2 = HUGE_PAGE as f64;
+        let mut s = MachineSpec {
+            memory_limit: None,
+            thp: ThpMode::Madvise,
+            fault_latency_us: 25.0,
+            first_touch_latency_us: 1.0,
+            huge_fault_latency_us: 60.0,
+            reclaim_latency_us: 5.0,
+            access_cost_us: 0.1,
+            tlb_miss_cost_us: 0.02,
+            huge_tlb_factor: 8.0,
+            nodes: vec![NodeSpec {
+                capacity: None,
+                latency_us: 0.1,
+            }],
+            walk_cost_us_per_byte: 0.02 / k4,
+            action_cost_us_per_byte: [0.0; 12],
+        };
+        for (a, c) in [
+            (Action::Pageout, 10.0 / k4),
+            (Action::Cold, 0.2 / k4),
+            (Action::LruDeprio, 0.2 / k4),
+            (Action::LruPrio, 0.2 / k4),
+            (Action::Willneed, 5.0 / k4),
+            (Action::Hugepage, 200.0 / m2),
+            (Action::Collapse, 200.0 / m2),
+            (Action::Nohugepage, 20.0 / m2),
+            (Action::MigrateHot, 2.0 / k4),
+            (Action::MigrateCold, 2.0 / k4),
+            (Action::Stat, 0.0),
+            (Action::Mlock, 0.1 / k4),
+        ] {
+            s.set_action_cost(a, c);
+        }
+        s
+    }
+}
+
+fn action_index(a: Action) -> usize {
+    Action::ALL.iter().position(|x| *x == a).unwrap_or(0)
+}
+
+impl MachineSpec {
+    /// Cost of `a` per byte it acts on (us).
+    pub fn action_cost(&self, a: Action) -> f64 {
+        self.action_cost_us_per_byte[action_index(a)]
+    }
+
+    pub fn set_action_cost(&mut self, a: Action, us_per_byte: f64) {
+        self.action_cost_us_per_byte[action_index(a)] = us_per_byte;
+    }
+}
+
+/// What the simulated machine measured, for reports (JSON keys carry units).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimMetrics {
+    /// Simulated time the machine has advanced to.
+    pub sim_time_s: f64,
+    /// The workload's runtime: simulated time plus every latency paid,
+    /// relative to a baseline of resident base pages on node 0.
+    pub runtime_s: f64,
+    pub rss_bytes: u64,
+    /// Time-weighted average of the resident set.
+    pub rss_avg_bytes: u64,
+    pub rss_peak_bytes: u64,
+    /// Resident bytes backed by huge pages.
+    pub huge_bytes: u64,
+    /// Bytes paged out (by actions or reclaim) and not yet faulted back.
+    pub swapped_bytes: u64,
+    /// First touches plus refaults (a huge page's first touch is one fault).
+    pub faults: u64,
+    /// Faults on pages that had been paged out.
+    pub refaults: u64,
+    /// Bytes reclaimed to keep within the memory limit or node capacities.
+    pub reclaimed_bytes: u64,
+    /// Time the workload stalled on memory: refaults and direct reclaim
+    /// (like PSI "some" for a single-threaded workload).
+    pub psi_some_us: u64,
+    /// All fault latency (first touches too) plus direct reclaim.
+    pub stall_us: u64,
+    /// Access time relative to the baseline (negative when huge pages save
+    /// more than slower nodes cost).
+    pub access_extra_us: f64,
+    /// Time the actions took (kdamond's CPU time, not the workload's).
+    pub action_us: u64,
+    pub node_used_bytes: Vec<u64>,
+    pub node_used_avg_bytes: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hint {
+    None,
+    Huge,
+    NoHuge,
+}
+
+/// An address range whose pages share their state. Page counts are
+/// expected values; never-touched pages are `pages - huge - small - swapped`.
+#[derive(Clone, Debug)]
+struct Cell {
+    end: u64,
+    obj: u32,
+    /// Resident pages backed by huge pages.
+    huge: f64,
+    /// Resident base pages.
+    small: f64,
+    /// Paged-out pages (a touch refaults).
+    swapped: f64,
+    hint: Hint,
+    node: u32,
+    /// Expected time of the resident pages' last access: the LRU order.
+    lru_us: f64,
+    /// Last time a `young` filter checked (and cleared) the pages.
+    young_clear_us: f64,
+    mlocked: bool,
+}
+
+impl Cell {
+    fn resident(&self) -> f64 {
+        self.huge + self.small
+    }
+}
+
+/// Parameters derived from the spec, in pages and microseconds.
+struct Cfg {
+    spec: MachineSpec,
+    page: u64,
+    pagef: f64,
+    /// Base pages per huge page.
+    epp: f64,
+    thp_possible: bool,
+    caps: Vec<f64>,
+    limit: Option<f64>,
+    mapped: f64,
+    /// Time saved per access on a huge page.
+    tlb_saving_us: f64,
+    files: Vec<bool>,
+    cycle_us: u64,
+}
+
+impl Cfg {
+    fn eligible(&self, hint: Hint) -> bool {
+        self.thp_possible
+            && match self.spec.thp {
+                ThpMode::Never => false,
+                ThpMode::Madvise => hint == Hint::Huge,
+                ThpMode::Always => hint != Hint::NoHuge,
+            }
+    }
+}
+
+fn aligned(start: u64, end: u64) -> bool {
+    start.is_multiple_of(HUGE_PAGE) && end.is_multiple_of(HUGE_PAGE)
+}
+
+/// `[a, b)` cut so every piece is either 2 MiB-aligned or inside one extent.
+fn align_pieces(a: u64, b: u64, out: &mut Vec<(u64, u64)>) {
+    let ua = a.div_ceil(HUGE_PAGE) * HUGE_PAGE;
+    let db = b / HUGE_PAGE * HUGE_PAGE;
+    if ua >= b || db <= a {
+        out.push((a, b));
+    } else if ua >= db {
+        out.push((a, ua));
+        out.push((ua, b));
+    } else {
+        for p in [(a, ua), (ua, db), (db, b)] {
+            if p.0 < p.1 {
+                out.push(p);
+            }
+        }
+    }
+}
+
+/// Running counters.
+#[derive(Default)]
+struct Acc {
+    rss: f64,
+    node_used: Vec<f64>,
+    rss_integral: f64,
+    node_integral: Vec<f64>,
+    rss_peak: f64,
+    faults: f64,
+    refaults: f64,
+    stall_us: f64,
+    psi_us: f64,
+    access_extra_us: f64,
+    reclaimed: f64,
+    action_us: f64,
+    cost_carry_us: f64,
+}
+
+/// What an ops filter sees of a page.
+struct Folio {
+    anon: bool,
+    young: bool,
+    active: bool,
+    size: u64,
+}
+
+/// The kernel's rule: the first filter that matches decides; with none
+/// matching, the page is rejected iff the last filter is an allow filter.
+fn filters_pass(filters: &[&Filter], f: &Folio) -> bool {
+    for flt in filters {
+        #[allow(unreachable_patterns)]
+        let m = match &flt.kind {
+            FilterKind::Anon => f.anon,
+            FilterKind::Young => f.young,
+            FilterKind::Active => f.active,
+            FilterKind::HugepageSize { min, max } => *min <= f.size && f.size <= *max,
+            // Every simulated page is mapped; cgroups are not simulated.
+            FilterKind::Unmapped | FilterKind::Memcg { .. } => false,
+            FilterKind::Addr { .. } | FilterKind::Target { .. } => continue,
+            _ => false,
+        };
+        if m == flt.matching {
+            return flt.allow;
+        }
+    }
+    filters.last().is_none_or(|l| !l.allow)
+}
+
+/// The simulated machine. Advances lazily: every call brings it to the
+/// given time first.
+pub(crate) struct Machine {
+    cfg: Cfg,
+    cells: BTreeMap<u64, Cell>,
+    /// Spec boundaries: cells never merge across them.
+    cuts: Vec<u64>,
+    now_us: u64,
+    acc: Acc,
+    /// Below every cell's LRU time: where deactivated pages go.
+    lru_floor: f64,
+    steps: u64,
+    next_coalesce_us: u64,
+    pieces: Vec<Piece>,
+    young_pieces: Vec<Piece>,
+    node_prev: Vec<f64>,
+}
+
+impl Machine {
+    pub fn new(w: &Workload) -> Machine {
+        let spec = w.machine.clone();
+        let page = w.page_size;
+        let pagef = page as f64;
+        let mapped = w.mapped_bytes() as f64 / pagef;
+        let limit = spec.memory_limit.map(|l| (l / page) as f64);
+        let default_cap = limit.unwrap_or(mapped);
+        let caps = spec
+            .nodes
+            .iter()
+            .map(|n| n.capacity.map_or(default_cap, |c| (c / page) as f64))
+            .collect::<Vec<_>>();
+        let nr_nodes = caps.len();
+        let cfg = Cfg {
+            page,
+            pagef,
+            epp: (HUGE_PAGE / page).max(1) as f64,
+            thp_possible: page < HUGE_PAGE,
+            caps,
+            limit,
+            mapped,
+            tlb_saving_us: spec.tlb_miss_cost_us * (1.0 - 1.0 / spec.huge_tlb_factor),
+            files: w.objects.iter().map(|o| o.file).collect(),
+            cycle_us: w.cycle_us(),
+            spec,
+        };
+        let mut cuts: Vec<u64> = w
+            .objects
+            .iter()
+            .flat_map(|o| [o.range.start, o.range.end])
+            .chain(
+                w.phases
+                    .iter()
+                    .flat_map(|p| p.accesses.iter())
+                    .flat_map(|a| [a.range.start, a.range.end]),
+            )
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+
+        let mut cells = BTreeMap::new();
+        let mut pieces = Vec::new();
+        for (oi, o) in w.objects.iter().enumerate() {
+            let lo = cuts.partition_point(|&c| c <= o.range.start);
+            let hi = cuts.partition_point(|&c| c < o.range.end);
+            let mut bounds = vec![o.range.start];
+            bounds.extend_from_slice(&cuts[lo..hi]);
+            bounds.push(o.range.end);
+            for b in bounds.windows(2) {
+                pieces.clear();
+                align_pieces(b[0], b[1], &mut pieces);
+                for &(s, e) in &pieces {
+                    let n = (e - s) as f64 / pagef;
+                    let huge_start = o.populated
+                        && cfg.spec.thp == ThpMode::Always
+                        && cfg.thp_possible
+                        && aligned(s, e);
+                    let (huge, small) = match (o.populated, huge_start) {
+                        (false, _) => (0.0, 0.0),
+                        (true, true) => (n, 0.0),
+                        (true, false) => (0.0, n),
+                    };
+                    cells.insert(
+                        s,
+                        Cell {
+                            end: e,
+                            obj: oi as u32,
+                            huge,
+                            small,
+                            swapped: 0.0,
+                            hint: Hint::None,
+                            node: 0,
+                            lru_us: 0.0,
+                            young_clear_us: 0.0,
+                            mlocked: false,
+                        },
+                    );
+                }
+            }
+        }
+        let mut m = Machine {
+            cfg,
+            cells,
+            cuts,
+            now_us: 0,
+            acc: Acc {
+                node_used: vec![0.0; nr_nodes],
+                node_integral: vec![0.0; nr_nodes],
+                ..Acc::default()
+            },
+            lru_floor: 0.0,
+            steps: 0,
+            next_coalesce_us: COALESCE_US,
+            pieces: Vec::new(),
+            young_pieces: Vec::new(),
+            node_prev: vec![0.0; nr_nodes],
+        };
+        m.recount();
+        // What does not fit starts paged out (as if reclaimed while the
+        // program initialised it), lowest addresses first.
+        m.enforce_limits(false);
+        m.acc.reclaimed = 0.0;
+        m.acc.rss_peak = m.acc.rss;
+        m
+    }
+
+    fn recount(&mut self) {
+        self.acc.rss = 0.0;
+        self.acc.node_used.iter_mut().for_each(|u| *u = 0.0);
+        for c in self.cells.values() {
+            let r = c.resident();
+            self.acc.rss += r;
+            self.acc.node_used[c.node as usize] += r;
+        }
+    }
+
+    /// Brings the machine to `t_us` (no-op if it is there already).
+    pub fn advance_to(&mut self, model: &Model, t_us: u64) {
+        while self.now_us < t_us {
+            let end = t_us.min(self.now_us + MAX_STEP_US);
+            self.step(model, self.now_us, end);
+            self.now_us = end;
+            self.steps += 1;
+            if self.steps.is_multiple_of(RECOUNT_STEPS) {
+                self.recount();
+            }
+            if self.now_us >= self.next_coalesce_us {
+                self.next_coalesce_us = self.now_us + COALESCE_US;
+                self.coalesce(0, u64::MAX);
+            }
+        }
+    }
+
+    fn step(&mut self, model: &Model, t0: u64, t1: u64) {
+        let rss0 = self.acc.rss;
+        self.node_prev.clone_from(&self.acc.node_used);
+        model.pieces(t0, t1, &mut self.pieces);
+        let Machine {
+            cfg,
+            cells,
+            acc,
+            pieces,
+            ..
+        } = self;
+        for piece in pieces.iter() {
+            for seg in &model.segs[piece.phase] {
+                // Cells never span a spec boundary: each lies inside `seg`.
+                for (&start, cell) in cells.range_mut(seg.range.start..seg.range.end) {
+                    let a = seg_range_hazard(seg, AddrRange::new(start, cell.end), piece, cfg.page);
+                    if a > 0.0 {
+                        touch(cfg, acc, start, cell, a, piece.b_us as f64);
+                    }
+                }
+            }
+        }
+        self.enforce_limits(true);
+        let dt = (t1 - t0) as f64;
+        let acc = &mut self.acc;
+        acc.rss_integral += (rss0 + acc.rss) / 2.0 * dt;
+        for (i, u) in acc.node_used.iter().enumerate() {
+            acc.node_integral[i] += (self.node_prev[i] + u) / 2.0 * dt;
+        }
+        acc.rss_peak = acc.rss_peak.max(acc.rss);
+    }
+
+    /// Reclaims down to the memory limit and to each node's capacity.
+    /// `charge`: the workload stalls on it (direct reclaim); returns the
+    /// pages reclaimed.
+    fn enforce_limits(&mut self, charge: bool) -> f64 {
+        let mut total = 0.0;
+        if let Some(lim) = self.cfg.limit {
+            if self.acc.rss > lim + EPS {
+                total += self.reclaim(self.acc.rss - lim, None, charge);
+            }
+        }
+        for k in 0..self.cfg.caps.len() {
+            let over = self.acc.node_used[k] - self.cfg.caps[k];
+            if over > EPS {
+                total += self.reclaim(over, Some(k as u32), charge);
+            }
+        }
+        total
+    }
+
+    /// Pages out `amount` pages, least recently used first, skipping
+    /// mlocked memory.
+    fn reclaim(&mut self, amount: f64, node: Option<u32>, charge: bool) -> f64 {
+        let mut cand: Vec<(f64, u64)> = self
+            .cells
+            .iter()
+            .filter(|(_, c)| !c.mlocked && c.resident() > EPS && node.is_none_or(|n| c.node == n))
+            .map(|(k, c)| (c.lru_us, *k))
+            .collect();
+        cand.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut left = amount;
+        for (_, k) in cand {
+            if left <= EPS {
+                break;
+            }
+            let c = self.cells.get_mut(&k).expect("candidate cell");
+            let res = c.resident();
+            let take = res.min(left);
+            let f = take / res;
+            c.huge -= c.huge * f;
+            c.small -= c.small * f;
+            c.swapped += take;
+            self.acc.rss -= take;
+            self.acc.node_used[c.node as usize] -= take;
+            left -= take;
+        }
+        let done = amount - left.max(0.0);
+        self.acc.reclaimed += done;
+        if charge {
+            let s = done * self.cfg.spec.reclaim_latency_us;
+            self.acc.stall_us += s;
+            self.acc.psi_us += s;
+        }
+        done
+    }
+
+    /// Splits the cell holding `x` (if any) so that a cell starts at `x`,
+    /// keeping every cell aligned or inside one extent: a huge page cut in
+    /// two is split into base pages, as madvise does on part of a THP.
+    fn split_at(&mut self, x: u64) {
+        let Some((&s, c)) = self.cells.range(..x).next_back() else {
+            return;
+        };
+        if c.end <= x {
+            return;
+        }
+        let c = self.cells.remove(&s).expect("cell");
+        let mut pieces = Vec::with_capacity(4);
+        if aligned(s, c.end) && !x.is_multiple_of(HUGE_PAGE) {
+            let d = x / HUGE_PAGE * HUGE_PAGE;
+            let u = d + HUGE_PAGE;
+            for p in [(s, d), (d, x), (x, u), (u, c.end)] {
+                if p.0 < p.1 {
+                    pieces.push(p);
+                }
+            }
+        } else {
+            pieces.push((s, x));
+            pieces.push((x, c.end));
+        }
+        let n = (c.end - s) as f64;
+        for (a, b) in pieces {
+            let f = (b - a) as f64 / n;
+            let mut p = c.clone();
+            p.end = b;
+            p.huge = c.huge * f;
+            p.small = c.small * f;
+            p.swapped = c.swapped * f;
+            if !aligned(a, b) {
+                p.small += p.huge;
+                p.huge = 0.0;
+            }
+            self.cells.insert(a, p);
+        }
+    }
+
+    /// Merges neighbouring cells with equal state between `lo` and `hi`
+    /// (and the cells touching them).
+    fn coalesce(&mut self, lo: u64, hi: u64) {
+        let first = self.cells.range(..lo).next_back().map_or(lo, |(k, _)| *k);
+        let keys: Vec<u64> = self.cells.range(first..=hi).map(|(k, _)| *k).collect();
+        let Some(&k0) = keys.first() else {
+            return;
+        };
+        let mut a = k0;
+        for &b in &keys[1..] {
+            if !self.try_merge(a, b) {
+                a = b;
+            }
+        }
+    }
+
+    fn try_merge(&mut self, a: u64, b: u64) -> bool {
+        let (ca, cb) = (&self.cells[&a], &self.cells[&b]);
+        if ca.end != b || self.cuts.binary_search(&b).is_ok() {
+            return false;
+        }
+        let end = cb.end;
+        if !(aligned(a, end) || a / HUGE_PAGE == (end - 1) / HUGE_PAGE) {
+            return false;
+        }
+        if ca.hint != cb.hint || ca.node != cb.node || ca.mlocked != cb.mlocked || ca.obj != cb.obj
+        {
+            return false;
+        }
+        let (na, nb) = ((b - a) as f64, (end - b) as f64);
+        let near = |x: f64, y: f64| (x / na - y / nb).abs() * self.cfg.pagef < MERGE_FRAC;
+        if !(near(ca.huge, cb.huge) && near(ca.small, cb.small) && near(ca.swapped, cb.swapped)) {
+            return false;
+        }
+        let (ra, rb) = (ca.resident(), cb.resident());
+        if ra > EPS && rb > EPS && (ca.lru_us - cb.lru_us).abs() > MERGE_LRU_US {
+            return false;
+        }
+        let cb = self.cells.remove(&b).expect("cell");
+        let ca = self.cells.get_mut(&a).expect("cell");
+        ca.end = cb.end;
+        ca.huge += cb.huge;
+        ca.small += cb.small;
+        ca.swapped += cb.swapped;
+        if ra + rb > 0.0 {
+            ca.lru_us = (ca.lru_us * ra + cb.lru_us * rb) / (ra + rb);
+        }
+        ca.young_clear_us = ca.young_clear_us.max(cb.young_clear_us);
+        true
+    }
+
+    /// Whether the pages of the cell at `start` are more likely than not to
+    /// have been accessed since a `young` filter last checked them (over
+    /// at most the last cycle of phases).
+    fn is_young(&mut self, model: &Model, start: u64, now: u64) -> bool {
+        let c = &self.cells[&start];
+        let t0 = (c.young_clear_us as u64).max(now.saturating_sub(self.cfg.cycle_us));
+        if t0 >= now {
+            return false;
+        }
+        let range = AddrRange::new(start, c.end);
+        let n = range.sz() as f64 / self.cfg.pagef;
+        model.pieces(t0, now, &mut self.young_pieces);
+        let mut h = 0.0;
+        for p in &self.young_pieces {
+            if let Some(seg) = model.seg_at(p.phase, start) {
+                h += seg_range_hazard(seg, range, p, self.cfg.page);
+            }
+        }
+        h / n >= std::f64::consts::LN_2
+    }
+
+    /// Applies `scheme`'s action to `range` at `now` (see docs/sim-spec.md).
+    pub fn apply(
+        &mut self,
+        model: &Model,
+        range: AddrRange,
+        scheme: &Damos,
+        now: u64,
+    ) -> ApplyOutcome {
+        self.advance_to(model, now);
+        let page = self.cfg.page;
+        let lo = range.start / page * page;
+        let hi = range.end.div_ceil(page) * page;
+        if lo >= hi {
+            return ApplyOutcome::default();
+        }
+        self.split_at(lo);
+        self.split_at(hi);
+        let filters: Vec<&Filter> = scheme
+            .filters
+            .iter()
+            .filter(|f| !f.kind.is_core())
+            .collect();
+        let has_young = filters.iter().any(|f| matches!(f.kind, FilterKind::Young));
+        let action = scheme.action;
+        let unit_cost = self.cfg.spec.action_cost(action) * self.cfg.pagef;
+        let walk_cost = self.cfg.spec.walk_cost_us_per_byte * self.cfg.pagef;
+        let now_f = now as f64;
+        let (mut applied, mut passed, mut cost) = (0.0f64, 0.0f64, 0.0f64);
+        let mut at = lo;
+        while let Some((&start, _)) = self.cells.range(at..hi).next() {
+            let young = if has_young {
+                let y = self.is_young(model, start, now);
+                self.cells.get_mut(&start).expect("cell").young_clear_us = now_f;
+                y
+            } else {
+                false
+            };
+            let cfg = &self.cfg;
+            let acc = &mut self.acc;
+            let cell = self.cells.get_mut(&start).expect("cell");
+            let end = cell.end;
+            at = end;
+            let n = (end - start) as f64 / cfg.pagef;
+            let res = cell.resident();
+            let anon = !cfg.files[cell.obj as usize];
+            let active = res > EPS && now_f - cell.lru_us < ACTIVE_AGE_US;
+            let folio = |size| Folio {
+                anon,
+                young,
+                active,
+                size,
+            };
+            let pass_h = filters_pass(&filters, &folio(HUGE_PAGE));
+            let pass_s = filters_pass(&filters, &folio(page));
+            let (ph, ps) = (
+                if pass_h { cell.huge } else { 0.0 },
+                if pass_s { cell.small } else { 0.0 },
+            );
+            let passed_res = ph + ps;
+            // Range-wide state follows the majority of the resident pages.
+            let majority = if res > EPS {
+                passed_res * 2.0 >= res
+            } else {
+                pass_s
+            };
+            cost += walk_cost * res;
+            let node = cell.node as usize;
+            #[allow(unreachable_patterns)]
+            match action {
+                Action::Pageout => {
+                    passed += passed_res;
+                    if !cell.mlocked && passed_res > EPS {
+                        cell.huge -= ph;
+                        cell.small -= ps;
+                        cell.swapped += passed_res;
+                        acc.rss -= passed_res;
+                        acc.node_used[node] -= passed_res;
+                        applied += passed_res;
+                        cost += unit_cost * passed_res;
+                    }
+                }
+                Action::Cold | Action::LruDeprio => {
+                    passed += passed_res;
+                    if majority && res > EPS && !cell.mlocked {
+                        self.lru_floor -= 1.0;
+                        cell.lru_us = self.lru_floor;
+                        applied += passed_res;
+                        cost += unit_cost * passed_res;
+                    }
+                }
+                Action::LruPrio => {
+                    passed += passed_res;
+                    if majority && res > EPS {
+                        cell.lru_us = now_f;
+                        applied += passed_res;
+                        cost += unit_cost * passed_res;
+                    }
+                }
+                Action::Willneed => {
+                    // Acts on pages that are not resident: they pass the
+                    // filters as base pages, neither young nor active.
+                    let nonres_pass = filters_pass(
+                        &filters,
+                        &Folio {
+                            anon,
+                            young: false,
+                            active: false,
+                            size: page,
+                        },
+                    );
+                    let z = (n - res - cell.swapped).max(0.0);
+                    let new = cell.swapped + z;
+                    if nonres_pass && new > EPS {
+                        passed += new;
+                        cell.small += cell.swapped;
+                        cell.swapped = 0.0;
+                        if cfg.eligible(cell.hint) && aligned(start, end) {
+                            cell.huge += z;
+                        } else {
+                            cell.small += z;
+                        }
+                        cell.lru_us = (cell.lru_us * res + now_f * new) / (res + new);
+                        acc.rss += new;
+                        acc.node_used[node] += new;
+                        applied += new;
+                        cost += unit_cost * new;
+                    }
+                }
+                Action::Hugepage | Action::Nohugepage => {
+                    passed += passed_res;
+                    if cfg.thp_possible && cfg.spec.thp != ThpMode::Never && majority {
+                        let want = if action == Action::Hugepage {
+                            Hint::Huge
+                        } else {
+                            Hint::NoHuge
+                        };
+                        let changed = cell.hint != want;
+                        let was_eligible = cfg.eligible(cell.hint);
+                        cell.hint = want;
+                        let done = if want == Hint::Huge {
+                            if aligned(start, end) {
+                                let (prom, new) = promote(cell, n, cfg.epp, !was_eligible);
+                                acc.rss += new;
+                                acc.node_used[node] += new;
+                                prom
+                            } else {
+                                0.0
+                            }
+                        } else {
+                            let d = cell.huge;
+                            cell.small += d;
+                            cell.huge = 0.0;
+                            d
+                        };
+                        applied += if changed { n } else { done };
+                        cost += unit_cost * done;
+                    }
+                }
+                Action::Collapse => {
+                    passed += passed_res;
+                    if cfg.thp_possible
+                        && cell.hint != Hint::NoHuge
+                        && majority
+                        && aligned(start, end)
+                    {
+                        let (prom, new) = promote(cell, n, cfg.epp, !cfg.eligible(cell.hint));
+                        acc.rss += new;
+                        acc.node_used[node] += new;
+                        applied += prom;
+                        cost += unit_cost * prom;
+                    }
+                }
+                Action::MigrateHot | Action::MigrateCold => {
+                    passed += passed_res;
+                    let Some(t) = scheme
+                        .target_nid
+                        .map(|t| t as usize)
+                        .filter(|&t| t < cfg.caps.len())
+                    else {
+                        continue;
+                    };
+                    if node == t || !majority {
+                        continue;
+                    }
+                    let free = (cfg.caps[t] - acc.node_used[t]).max(0.0);
+                    if res <= free + EPS {
+                        acc.node_used[node] -= res;
+                        acc.node_used[t] += res;
+                        cell.node = t as u32;
+                        applied += res;
+                        cost += unit_cost * res;
+                    } else {
+                        // Move the part that fits, split at a page.
+                        let fit = (free / (res / n)).floor() as u64;
+                        if fit == 0 {
+                            continue;
+                        }
+                        let cut = start + fit * page;
+                        self.split_at(cut);
+                        let keys: Vec<u64> =
+                            self.cells.range(start..cut).map(|(k, _)| *k).collect();
+                        for k in keys {
+                            let c = self.cells.get_mut(&k).expect("cell");
+                            let r = c.resident();
+                            self.acc.node_used[node] -= r;
+                            self.acc.node_used[t] += r;
+                            c.node = t as u32;
+                            applied += r;
+                            cost += unit_cost * r;
+                        }
+                    }
+                }
+                // As the kernel: stat counts passed bytes only when ops
+                // filters exist.
+                Action::Stat if !filters.is_empty() => passed += passed_res,
+                Action::Mlock => {
+                    passed += passed_res;
+                    if majority {
+                        if !cell.mlocked {
+                            applied += n;
+                        }
+                        cell.mlocked = true;
+                        cost += unit_cost * res;
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.coalesce(lo, hi);
+        // Memory the action brought in may push others out: kdamond
+        // reclaims directly, on its own time.
+        let reclaimed = self.enforce_limits(false);
+        cost += reclaimed * self.cfg.spec.reclaim_latency_us;
+        self.acc.rss_peak = self.acc.rss_peak.max(self.acc.rss);
+        self.acc.action_us += cost;
+        let total = self.acc.cost_carry_us + cost;
+        let cost_us = total.floor();
+        self.acc.cost_carry_us = total - cost_us;
+        let bytes = |pages: f64| (pages.max(0.0).round() as u64) * page;
+        ApplyOutcome {
+            sz_applied: bytes(applied),
+            sz_ops_filter_passed: bytes(passed),
+            cost_us: cost_us as u64,
+        }
+    }
+
+    pub fn goal_metric(&self, goal: &QuotaGoal) -> Option<u64> {
+        let node = |nid: u32| {
+            let i = nid as usize;
+            (i < self.cfg.caps.len()).then(|| (self.acc.node_used[i].max(0.0), self.cfg.caps[i]))
+        };
+        #[allow(unreachable_patterns)]
+        match goal.metric {
+            GoalMetric::RssBp => Some((self.acc.rss.max(0.0) * 10_000.0 / self.cfg.mapped) as u64),
+            GoalMetric::RefaultRate => Some(self.acc.refaults.round() as u64),
+            GoalMetric::SomeMemPsiUs => Some(self.acc.psi_us.round() as u64),
+            GoalMetric::NodeMemUsedBp => {
+                node(goal.nid).map(|(u, c)| (u * 10_000.0 / c).min(10_000.0) as u64)
+            }
+            GoalMetric::NodeMemFreeBp => {
+                node(goal.nid).map(|(u, c)| ((c - u).max(0.0) * 10_000.0 / c) as u64)
+            }
+            GoalMetric::UserInput => None,
+            _ => None,
+        }
+    }
+
+    /// Free memory in per-mille of the memory limit (of the mapped size
+    /// without a limit).
+    pub fn free_mem_rate(&self) -> u32 {
+        let total = self.cfg.limit.unwrap_or(self.cfg.mapped);
+        ((total - self.acc.rss).max(0.0) * 1000.0 / total).min(1000.0) as u32
+    }
+
+    pub fn metrics(&self) -> SimMetrics {
+        let p = self.cfg.pagef;
+        let bytes = |pages: f64| (pages.max(0.0) * p).round() as u64;
+        let (mut huge, mut swapped) = (0.0, 0.0);
+        for c in self.cells.values() {
+            huge += c.huge;
+            swapped += c.swapped;
+        }
+        let t = self.now_us as f64;
+        let avg = |integral: f64, current: f64| if t > 0.0 { integral / t } else { current };
+        SimMetrics {
+            sim_time_s: t / 1e6,
+            runtime_s: (t + self.acc.stall_us + self.acc.access_extra_us) / 1e6,
+            rss_bytes: bytes(self.acc.rss),
+            rss_avg_bytes: bytes(avg(self.acc.rss_integral, self.acc.rss)),
+            rss_peak_bytes: bytes(self.acc.rss_peak),
+            huge_bytes: bytes(huge),
+            swapped_bytes: bytes(swapped),
+            faults: self.acc.faults.round() as u64,
+            refaults: self.acc.refaults.round() as u64,
+            reclaimed_bytes: bytes(self.acc.reclaimed),
+            psi_some_us: self.acc.psi_us.round() as u64,
+            stall_us: self.acc.stall_us.round() as u64,
+            access_extra_us: self.acc.access_extra_us,
+            action_us: self.acc.action_us.round() as u64,
+            node_used_bytes: self.acc.node_used.iter().map(|&u| bytes(u)).collect(),
+            node_used_avg_bytes: self
+                .acc
+                .node_integral
+                .iter()
+                .zip(&self.acc.node_used)
+                .map(|(&i, &u)| bytes(avg(i, u)))
+                .collect(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn nr_cells(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Resident bytes inside `r` (cells are counted pro rata).
+    #[cfg(test)]
+    pub fn resident_in(&self, r: AddrRange) -> f64 {
+        self.cells
+            .iter()
+            .map(|(&s, c)| {
+                let o = c.end.min(r.end).saturating_sub(s.max(r.start));
+                c.resident() * o as f64 / (c.end - s) as f64 * self.cfg.pagef
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;
+
+/// One step's accesses to a cell: `a` expected accesses spread evenly over
+/// its pages, ending at `t_end`.
+fn touch(cfg: &Cfg, acc: &mut Acc, start: u64, cell: &mut Cell, a: f64, t_end: f64) {
+    let n = (cell.end - start) as f64 / cfg.pagef;
+    let h = a / n;
+    let p = -(-h).exp_m1();
+    let res0 = cell.resident();
+    let huge0 = cell.huge;
+    let z = (n - res0 - cell.swapped).max(0.0);
+    let s = &cfg.spec;
+    // Refaults: swap-in is per base page, even where huge pages are allowed.
+    let rf = cell.swapped * p;
+    cell.swapped -= rf;
+    cell.small += rf;
+    // First touches: a whole extent at once where huge pages are allowed.
+    let (ft, ft_faults, ft_us) = if cfg.eligible(cell.hint) && aligned(start, cell.end) {
+        let ft = z * -(-h * cfg.epp).exp_m1();
+        cell.huge += ft;
+        (ft, ft / cfg.epp, ft / cfg.epp * s.huge_fault_latency_us)
+    } else {
+        let ft = z * p;
+        cell.small += ft;
+        (ft, ft, ft * s.first_touch_latency_us)
+    };
+    let rf_us = rf * s.fault_latency_us;
+    acc.faults += rf + ft_faults;
+    acc.refaults += rf;
+    acc.stall_us += rf_us + ft_us;
+    acc.psi_us += rf_us;
+    let new = rf + ft;
+    if res0 + new > 0.0 {
+        cell.lru_us =
+            (res0 * (cell.lru_us + p * (t_end - cell.lru_us)) + new * t_end) / (res0 + new);
+    }
+    acc.rss += new;
+    acc.node_used[cell.node as usize] += new;
+    let huge_share = (huge0 + cell.huge) / 2.0 / n;
+    let node_extra = s.nodes[cell.node as usize].latency_us - s.nodes[0].latency_us;
+    acc.access_extra_us += a * (node_extra - huge_share * cfg.tlb_saving_us);
+}
+
+/// Collapses into huge pages every extent of an aligned cell that holds a
+/// resident base page (pages assumed spread evenly over the non-huge
+/// extents). `mixed`: never-touched pages share extents with resident ones
+/// (the cell was not eligible for huge pages until now) and get collapsed
+/// too — that is the bloat. Returns (pages promoted, pages newly resident).
+fn promote(cell: &mut Cell, n: f64, epp: f64, mixed: bool) -> (f64, f64) {
+    let nonhuge = n - cell.huge;
+    if epp <= 1.0 || nonhuge <= EPS || cell.small <= EPS {
+        return (0.0, 0.0);
+    }
+    let z = (n - cell.huge - cell.small - cell.swapped).max(0.0);
+    let s = (cell.small / nonhuge).min(1.0);
+    // P(an extent holds a resident base page | one given page of it does not).
+    let q = 1.0 - (1.0 - s).powf(epp - 1.0);
+    let wp = cell.swapped * q;
+    let zp = if mixed { z * q } else { 0.0 };
+    let prom = cell.small + wp + zp;
+    cell.huge += prom;
+    cell.small = 0.0;
+    cell.swapped -= wp;
+    (prom, wp + zp)
+}

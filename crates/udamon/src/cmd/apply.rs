@@ -1,0 +1,148 @@
+//! `udamon apply` and `udamon schemes check`.
+
+use anyhow::Result;
+use serde::Serialize;
+use udamon_core::schemes::{Action, Damos};
+use udamon_scheme_file::{parse_file, to_json, to_toml};
+
+use super::record::{attrs_from, duration_arg, run_sim, RunSummary, SimRun};
+use crate::cli::{ApplyArgs, SchemesCommand};
+use crate::output::print_json;
+use crate::UsageError;
+use udamon_sim::MonitorKind;
+
+pub fn schemes(c: SchemesCommand) -> Result<()> {
+    match c {
+        SchemesCommand::Check { file, json } => {
+            let schemes = parse_file(&file)?;
+            if json {
+                return print_json(&to_json(&schemes));
+            }
+            for (i, s) in schemes.iter().enumerate() {
+                println!("# scheme {i}: {}", udamon_scheme_file::describe(s));
+            }
+            print!("{}", to_toml(&schemes));
+            Ok(())
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Comparison<'a> {
+    dry_run: bool,
+    baseline: &'a RunSummary,
+    with_schemes: &'a RunSummary,
+    /// with_schemes / baseline for each machine figure both runs have.
+    ratios: serde_json::Map<String, serde_json::Value>,
+}
+
+pub fn run(a: ApplyArgs) -> Result<()> {
+    let mut schemes: Vec<Damos> = parse_file(&a.schemes)?;
+    if schemes.is_empty() {
+        return Err(UsageError(format!("{}: no scheme in the file", a.schemes.display())).into());
+    }
+    if a.dry_run {
+        for s in &mut schemes {
+            s.action = Action::Stat;
+        }
+    }
+    let spec_text = std::fs::read_to_string(&a.sim)
+        .map_err(|e| UsageError(format!("cannot read spec {}: {e}", a.sim.display())))?;
+    let origin = a.sim.display().to_string();
+    let duration_us = a
+        .duration
+        .as_deref()
+        .map(|d| duration_arg("duration", d))
+        .transpose()?;
+    let attrs = attrs_from(&a.attrs)?;
+    let mut run = SimRun {
+        spec_text: &spec_text,
+        origin: &origin,
+        seed: a.seed,
+        duration_us,
+        attrs,
+        kind: MonitorKind::Adaptive,
+        schemes: Vec::new(),
+        keep: false,
+        progress: true,
+    };
+    let baseline = run_sim(&run, None)?;
+    run.schemes = schemes;
+    let with = run_sim(&run, a.output.as_deref())?;
+    let mut ratios = serde_json::Map::new();
+    for (k, v) in &with.metrics {
+        if let (Some(x), Some(b)) = (v.as_f64(), baseline.metrics.get(k).and_then(|b| b.as_f64())) {
+            if b != 0.0 {
+                ratios.insert(k.clone(), serde_json::json!(x / b));
+            }
+        }
+    }
+    if a.json {
+        return print_json(&Comparison {
+            dry_run: a.dry_run,
+            baseline: &baseline,
+            with_schemes: &with,
+            ratios,
+        });
+    }
+    print_schemes(&with);
+    println!();
+    print_comparison(&baseline, &with);
+    if let Some(p) = &a.output {
+        println!("\nwrote {}", p.display());
+    }
+    Ok(())
+}
+
+pub fn print_schemes(s: &RunSummary) {
+    println!(
+        "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
+        "#", "action", "nr_tried", "sz_tried", "nr_applied", "sz_applied", "qt_exceed", "quota"
+    );
+    for r in &s.schemes {
+        println!(
+            "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
+            r.index,
+            r.action,
+            r.stats.nr_tried,
+            udamon_report::fmt_bytes(r.stats.sz_tried),
+            r.stats.nr_applied,
+            udamon_report::fmt_bytes(r.stats.sz_applied),
+            r.stats.qt_exceeds,
+            r.effective_quota_bytes
+                .map_or("unlimited".into(), udamon_report::fmt_bytes)
+        );
+    }
+    for r in &s.schemes {
+        println!("    {}: {}", r.index, r.description);
+    }
+}
+
+fn print_comparison(base: &RunSummary, with: &RunSummary) {
+    let num = |s: &RunSummary, k: &str| s.metrics.get(k).and_then(|v| v.as_f64());
+    println!(
+        "{:<16} {:>14} {:>14} {:>9}",
+        "", "without", "with schemes", "change"
+    );
+    type Row = (&'static str, &'static str, fn(f64) -> String);
+    let rows: [Row; 4] = [
+        ("rss average", "rss_avg_bytes", |v| {
+            udamon_report::fmt_bytes(v as u64)
+        }),
+        ("rss peak", "rss_peak_bytes", |v| {
+            udamon_report::fmt_bytes(v as u64)
+        }),
+        ("runtime", "runtime_s", |v| format!("{v:.3}s")),
+        ("faults", "faults", |v| format!("{}", v as u64)),
+    ];
+    for (label, key, fmt) in rows {
+        if let (Some(b), Some(w)) = (num(base, key), num(with, key)) {
+            let change = if b != 0.0 {
+                format!("{:+.1}%", (w / b - 1.0) * 100.0)
+            } else {
+                "-".into()
+            };
+            println!("{label:<16} {:>14} {:>14} {change:>9}", fmt(b), fmt(w));
+        }
+    }
+}
