@@ -194,7 +194,8 @@ fn adjust_quota<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>) {
     }
     let new_window = match s.charged_from_us {
         None => true,
-        Some(from) => ctx.now_us >= from + q.reset_interval_ms * 1000,
+        // `u64::MAX` (damo's "max") never resets.
+        Some(from) => ctx.now_us >= from.saturating_add(q.reset_interval_ms.saturating_mul(1000)),
     };
     if new_window {
         if s.charged_from_us.is_some()
@@ -313,7 +314,7 @@ fn effective_size_quota<O: Operations>(
 
 /// Whether the window's action time reached the time quota.
 fn time_used_up(s: &SchemeState) -> bool {
-    s.scheme.quota.ms != 0 && s.window_charged_us >= s.scheme.quota.ms * 1000
+    s.scheme.quota.ms != 0 && s.window_charged_us >= s.scheme.quota.ms.saturating_mul(1000)
 }
 
 /// Bytes the rest of the window's time quota allows. The kernel converts the
@@ -327,7 +328,9 @@ fn time_allowance(s: &SchemeState) -> Option<u64> {
     if q.ms == 0 {
         return None;
     }
-    let left_us = (q.ms * 1000).saturating_sub(s.window_charged_us);
+    let left_us =
+        q.ms.saturating_mul(1000)
+            .saturating_sub(s.window_charged_us);
     if s.total_charged_us == 0 {
         return Some(if left_us > 0 { MIN_REGION_SZ } else { 0 });
     }

@@ -370,3 +370,35 @@ proptest! {
         prop_assert_eq!(targets[0].sz_regions(), start);
     }
 }
+
+#[test]
+fn huge_quota_fields_do_not_overflow() {
+    // damo's "max" reset interval and an enormous time quota.
+    let mut d = Damos::new(idle_pattern(), Action::Pageout);
+    d.quota = Quota {
+        ms: u64::MAX,
+        sz: MIB,
+        reset_interval_ms: u64::MAX,
+        ..Quota::default()
+    };
+    let mut s = [SchemeState::new(d, &Attrs::default())];
+    let mut targets = [Target {
+        pid: 0,
+        regions: vec![reg(0, 4 * MIB, 0, 5)],
+    }];
+    let mut ops = Mock {
+        us_per_page: 1,
+        ..Mock::default()
+    };
+    for k in 0..3u64 {
+        pass(
+            &mut s,
+            &mut ops,
+            &mut targets,
+            20 * (k + 1),
+            100_000 * (k + 1),
+        );
+    }
+    // One window that never resets: the size quota holds across passes.
+    assert_eq!(s[0].stats.sz_applied, MIB);
+}

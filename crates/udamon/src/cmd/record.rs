@@ -70,6 +70,10 @@ pub struct SchemeReport {
     pub stats: DamosStats,
     /// The current window's effective size quota; null when unlimited.
     pub effective_quota_bytes: Option<u64>,
+    /// Regions tried in the scheme's last apply pass, and their bytes (the
+    /// kernel's `tried_regions` and `tried_regions/total_bytes`).
+    pub nr_tried_regions: usize,
+    pub tried_regions_bytes: u64,
     pub active: bool,
 }
 
@@ -106,6 +110,8 @@ pub fn scheme_reports(states: &[SchemeState]) -> Vec<SchemeReport> {
             description: udamon_scheme_file::describe(&st.scheme),
             stats: st.stats,
             effective_quota_bytes: st.effective_quota(),
+            nr_tried_regions: st.tried_regions.len(),
+            tried_regions_bytes: st.tried_regions.iter().map(|r| r.sz()).sum(),
             active: st.active,
         })
         .collect()
