@@ -40,6 +40,10 @@ pub enum Command {
     Features(FeaturesArgs),
     /// Measure udamon's own speed, record size and accuracy
     Bench(BenchArgs),
+    /// Tune one number of a scheme for a workload (DAOS auto-tuning)
+    Tune(crate::cmd::tune::TuneArgs),
+    /// Predict what schemes would do to a recorded workload (what-if replay)
+    Replay(crate::cmd::replay::ReplayArgs),
     /// Print shell completions for SHELL to stdout
     Completions {
         #[arg(value_enum)]
@@ -280,7 +284,7 @@ pub struct BenchArgs {
     /// Print the figures as JSON
     #[arg(long)]
     pub json: bool,
-    /// Run only these parts (cost, record, heatmap, accuracy)
+    /// Run only these parts (cost, record, heatmap, accuracy, schemes, tune)
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
 }

@@ -41,6 +41,8 @@ struct Report {
     accuracy: Vec<AccuracyRow>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     schemes: Vec<SchemeRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tune: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -122,9 +124,9 @@ fn wants(a: &BenchArgs, part: &str) -> bool {
 
 pub fn run(a: BenchArgs) -> Result<()> {
     for p in &a.only {
-        if !["cost", "record", "heatmap", "accuracy", "schemes"].contains(&p.as_str()) {
+        if !["cost", "record", "heatmap", "accuracy", "schemes", "tune"].contains(&p.as_str()) {
             bail!(crate::UsageError(format!(
-                "--only {p}: unknown part (expected cost, record, heatmap, accuracy or schemes)"
+                "--only {p}: unknown part (expected cost, record, heatmap, accuracy, schemes or tune)"
             )));
         }
     }
@@ -140,6 +142,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if wants(&a, "schemes") {
         schemes_table(&a, &mut report)?;
+    }
+    if wants(&a, "tune") {
+        report.tune = Some(super::tune::bench_tune(a.quick, a.json)?);
     }
     if a.json {
         print_json(&report)?;

@@ -5,7 +5,9 @@ mod bench;
 mod demo;
 mod features;
 mod record;
+pub mod replay;
 mod report;
+pub mod tune;
 
 use std::io::Write;
 
@@ -23,6 +25,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Report(r) => report::run(r),
         Command::Features(a) => features::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Tune(a) => tune::run(a),
+        Command::Replay(a) => replay::run(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "udamon", &mut std::io::stdout());
             Ok(())

@@ -1,0 +1,522 @@
+//! [`KdamonDriver`]: one kdamond, created, configured, read and removed by us.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use udamon_core::schemes::{AccessPattern, Action, Damos, DamosStats};
+use udamon_core::{AddrRange, Attrs, Monitor, RegionSnapshot, Snapshot, TargetSnapshot};
+
+use crate::error::{needs_for_entry, needs_for_keyword};
+use crate::sysfs::{FsIo, Sysfs};
+use crate::translate::{pattern_writes, scheme_writes, FilterDirs};
+use crate::KdamonError;
+
+/// The kernel's operations sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpsKind {
+    Vaddr,
+    Fvaddr,
+    Paddr,
+}
+
+impl OpsKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpsKind::Vaddr => "vaddr",
+            OpsKind::Fvaddr => "fvaddr",
+            OpsKind::Paddr => "paddr",
+        }
+    }
+}
+
+/// One monitoring target: a pid (vaddr, fvaddr) and initial regions
+/// (required for paddr and fvaddr; vaddr may leave them empty).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KTarget {
+    pub pid: Option<u32>,
+    pub regions: Vec<AddrRange>,
+}
+
+/// What to set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KdamonConfig {
+    pub ops: OpsKind,
+    pub targets: Vec<KTarget>,
+    pub attrs: Attrs,
+    pub schemes: Vec<Damos>,
+    /// Append a `stat` scheme matching every region, whose tried regions
+    /// are read as snapshots (as damo does).
+    pub snapshots: bool,
+}
+
+/// Drives one kdamond through `ROOT/sys/kernel/mm/damon/admin`.
+///
+/// Before any write it checks that no kdamond exists that it did not create
+/// itself, and refuses otherwise. Implements [`Monitor`] by taking
+/// tried-regions snapshots of its `stat` scheme.
+pub struct KdamonDriver {
+    admin: PathBuf,
+    io: Box<dyn Sysfs>,
+    config: KdamonConfig,
+    /// This driver wrote `nr_kdamonds` = 1 and kdamond 0 is ours.
+    owned: bool,
+    running: bool,
+    started_at: Option<Instant>,
+    last_end_us: u64,
+    deadline_us: Option<u64>,
+}
+
+impl std::fmt::Debug for KdamonDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KdamonDriver")
+            .field("admin", &self.admin)
+            .field("owned", &self.owned)
+            .field("running", &self.running)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `ROOT/sys/kernel/mm/damon/admin`.
+pub fn admin_dir(root: &Path) -> PathBuf {
+    root.join("sys/kernel/mm/damon/admin")
+}
+
+impl KdamonDriver {
+    /// A driver on the real file system under `root` ("/" in production).
+    /// Nothing is read or written until [`start`](Self::start).
+    pub fn new(root: PathBuf, config: KdamonConfig) -> Self {
+        Self::with_io(root, config, Box::new(FsIo))
+    }
+
+    /// A driver whose file operations go through `io`.
+    pub fn with_io(root: PathBuf, config: KdamonConfig, io: Box<dyn Sysfs>) -> Self {
+        Self {
+            admin: admin_dir(&root),
+            io,
+            config,
+            owned: false,
+            running: false,
+            started_at: None,
+            last_end_us: 0,
+            deadline_us: None,
+        }
+    }
+
+    pub fn admin(&self) -> &Path {
+        &self.admin
+    }
+
+    fn kdamond(&self) -> PathBuf {
+        self.admin.join("kdamonds/0")
+    }
+
+    fn ctx(&self) -> PathBuf {
+        self.kdamond().join("contexts/0")
+    }
+
+    fn scheme_dir(&self, i: usize) -> PathBuf {
+        self.ctx().join(format!("schemes/{i}"))
+    }
+
+    /// Index of the snapshot scheme.
+    fn snapshot_idx(&self) -> usize {
+        self.config.schemes.len()
+    }
+
+    fn read(&mut self, path: &Path) -> Result<String, KdamonError> {
+        match self.io.read(path) {
+            Ok(s) => Ok(s.trim().to_string()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(missing(path)),
+            Err(source) => Err(KdamonError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    fn read_u64(&mut self, path: &Path) -> Result<u64, KdamonError> {
+        let v = self.read(path)?;
+        v.parse().map_err(|_| KdamonError::Parse {
+            path: path.to_path_buf(),
+            value: v,
+        })
+    }
+
+    fn write(&mut self, path: &Path, value: &str) -> Result<(), KdamonError> {
+        match self.io.write(path, value) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(missing(path)),
+            Err(e)
+                if e.kind() == io::ErrorKind::InvalidInput
+                    && needs_for_keyword(value).is_some() =>
+            {
+                Err(KdamonError::Unsupported {
+                    path: path.to_path_buf(),
+                    value: value.to_string(),
+                    needs: format!("{value} needs {}", needs_for_keyword(value).unwrap_or("")),
+                })
+            }
+            Err(source) => Err(KdamonError::Write {
+                path: path.to_path_buf(),
+                value: value.to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Reads `nr_kdamonds` and each kdamond's `state` and `pid`; fails with
+    /// [`KdamonError::Foreign`] if a kdamond exists that this driver did not
+    /// create. Writes nothing.
+    pub fn check_not_foreign(&mut self) -> Result<(), KdamonError> {
+        let nr_path = self.admin.join("kdamonds/nr_kdamonds");
+        let nr = self.read_u64(&nr_path)?;
+        if nr == 0 || (self.owned && nr == 1) {
+            return Ok(());
+        }
+        let first_foreign = if self.owned { 1 } else { 0 };
+        let dir = self.admin.join(format!("kdamonds/{first_foreign}"));
+        let state = self.read(&dir.join("state")).unwrap_or_else(|_| "?".into());
+        let pid = self.read(&dir.join("pid")).unwrap_or_else(|_| "?".into());
+        Err(KdamonError::Foreign {
+            path: dir,
+            state,
+            pid,
+        })
+    }
+
+    fn all_schemes(&self) -> Vec<Damos> {
+        let mut s = self.config.schemes.clone();
+        if self.config.snapshots {
+            s.push(Damos::new(AccessPattern::default(), Action::Stat));
+        }
+        s
+    }
+
+    /// Creates kdamond 0, writes the whole configuration and turns it on.
+    /// On error after the kdamond was created, removes it again.
+    pub fn start(&mut self) -> Result<(), KdamonError> {
+        self.check_not_foreign()?;
+        if self.running {
+            return Ok(());
+        }
+        self.config.attrs.validate()?;
+        // Translate before writing anything, so untranslatable schemes
+        // leave the tree untouched.
+        let attrs = self.config.attrs;
+        for s in &self.all_schemes() {
+            scheme_writes(s, &attrs, FilterDirs::Split)?;
+        }
+        if !self.owned {
+            self.write(&self.admin.join("kdamonds/nr_kdamonds"), "1")?;
+            self.owned = true;
+        }
+        match self.setup() {
+            Ok(()) => {
+                self.running = true;
+                self.started_at = Some(Instant::now());
+                self.last_end_us = 0;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.remove();
+                Err(e)
+            }
+        }
+    }
+
+    fn setup(&mut self) -> Result<(), KdamonError> {
+        let k = self.kdamond();
+        self.write(&k.join("contexts/nr_contexts"), "1")?;
+        let c = self.ctx();
+        let ops = self.config.ops.name();
+        let avail = c.join("avail_operations");
+        if self.io.exists(&avail) {
+            let list = self.read(&avail)?;
+            if !list.split_whitespace().any(|o| o == ops) {
+                return Err(KdamonError::Unsupported {
+                    path: avail,
+                    value: ops.into(),
+                    needs: format!(
+                        "operations set {ops} is not built in (available: {list}); it needs {}",
+                        needs_for_keyword(ops).unwrap_or("a newer kernel")
+                    ),
+                });
+            }
+        } else if self.config.ops == OpsKind::Fvaddr {
+            return Err(missing(&avail));
+        }
+        self.write(&c.join("operations"), ops)?;
+        self.write_attrs()?;
+
+        let targets = self.config.targets.clone();
+        self.write(&c.join("targets/nr_targets"), &targets.len().to_string())?;
+        for (i, t) in targets.iter().enumerate() {
+            let d = c.join(format!("targets/{i}"));
+            if let Some(pid) = t.pid {
+                self.write(&d.join("pid_target"), &pid.to_string())?;
+            }
+            if !t.regions.is_empty() {
+                self.write(&d.join("regions/nr_regions"), &t.regions.len().to_string())?;
+                for (j, r) in t.regions.iter().enumerate() {
+                    let rd = d.join(format!("regions/{j}"));
+                    self.write(&rd.join("start"), &r.start.to_string())?;
+                    self.write(&rd.join("end"), &r.end.to_string())?;
+                }
+            }
+        }
+
+        let schemes = self.all_schemes();
+        self.write(&c.join("schemes/nr_schemes"), &schemes.len().to_string())?;
+        let dirs = if self.io.exists(&self.scheme_dir(0).join("core_filters")) {
+            FilterDirs::Split
+        } else {
+            FilterDirs::Legacy
+        };
+        let attrs = self.config.attrs;
+        for (i, s) in schemes.iter().enumerate() {
+            let d = self.scheme_dir(i);
+            for (rel, v) in scheme_writes(s, &attrs, dirs)? {
+                self.write(&d.join(rel), &v)?;
+            }
+        }
+        if self.config.snapshots {
+            let tr = self.scheme_dir(self.snapshot_idx()).join("tried_regions");
+            if !self.io.exists(&tr) {
+                return Err(missing(&tr));
+            }
+        }
+        self.write(&k.join("state"), "on")
+    }
+
+    fn write_attrs(&mut self) -> Result<(), KdamonError> {
+        let a = self.config.attrs;
+        let m = self.ctx().join("monitoring_attrs");
+        self.write(&m.join("intervals/sample_us"), &a.sample_us.to_string())?;
+        self.write(&m.join("intervals/aggr_us"), &a.aggr_us.to_string())?;
+        self.write(&m.join("intervals/update_us"), &a.update_us.to_string())?;
+        let g = a.intervals_goal;
+        if g.aggrs != 0 {
+            let gd = m.join("intervals/intervals_goal");
+            self.write(&gd.join("access_bp"), &g.access_bp.to_string())?;
+            self.write(&gd.join("aggrs"), &g.aggrs.to_string())?;
+            self.write(&gd.join("min_sample_us"), &g.min_sample_us.to_string())?;
+            self.write(&gd.join("max_sample_us"), &g.max_sample_us.to_string())?;
+        }
+        self.write(&m.join("nr_regions/min"), &a.min_nr_regions.to_string())?;
+        self.write(&m.join("nr_regions/max"), &a.max_nr_regions.to_string())
+    }
+
+    /// Writes a command to the kdamond's `state` file (`commit`,
+    /// `update_schemes_stats`, `update_schemes_tried_regions`, ...).
+    pub fn state_command(&mut self, cmd: &str) -> Result<(), KdamonError> {
+        self.check_not_foreign()?;
+        if !self.owned {
+            return Err(KdamonError::NotStarted);
+        }
+        self.write(&self.kdamond().join("state"), cmd)
+    }
+
+    /// The kdamond's `state` ("on" or "off").
+    pub fn state(&mut self) -> Result<String, KdamonError> {
+        self.read(&self.kdamond().join("state"))
+    }
+
+    /// Refreshes and reads the statistics of the user's schemes, in order.
+    pub fn stats(&mut self) -> Result<Vec<DamosStats>, KdamonError> {
+        self.state_command("update_schemes_stats")?;
+        (0..self.config.schemes.len())
+            .map(|i| self.read_stats(i))
+            .collect()
+    }
+
+    fn read_stats(&mut self, i: usize) -> Result<DamosStats, KdamonError> {
+        let d = self.scheme_dir(i).join("stats");
+        let mut get = |name: &str, optional: bool| match self.read_u64(&d.join(name)) {
+            Err(KdamonError::Missing { .. }) if optional => Ok(0),
+            r => r,
+        };
+        Ok(DamosStats {
+            nr_tried: get("nr_tried", false)?,
+            sz_tried: get("sz_tried", false)?,
+            nr_applied: get("nr_applied", false)?,
+            sz_applied: get("sz_applied", false)?,
+            sz_ops_filter_passed: get("sz_ops_filter_passed", true)?,
+            qt_exceeds: get("qt_exceeds", false)?,
+        })
+    }
+
+    /// Reads `tried_regions/<N>/` of scheme `i`, in index order.
+    pub fn tried_regions(&mut self, i: usize) -> Result<Vec<RegionSnapshot>, KdamonError> {
+        let d = self.scheme_dir(i).join("tried_regions");
+        let names = self.io.list(&d).map_err(|source| match source.kind() {
+            io::ErrorKind::NotFound => missing(&d),
+            _ => KdamonError::Read {
+                path: d.clone(),
+                source,
+            },
+        })?;
+        let mut idx: Vec<u64> = names.iter().filter_map(|n| n.parse().ok()).collect();
+        idx.sort_unstable();
+        let mut out = Vec::with_capacity(idx.len());
+        for n in idx {
+            let r = d.join(n.to_string());
+            let u32_of = |v: u64| v.min(u64::from(u32::MAX)) as u32;
+            out.push(RegionSnapshot {
+                start: self.read_u64(&r.join("start"))?,
+                end: self.read_u64(&r.join("end"))?,
+                nr_accesses: u32_of(self.read_u64(&r.join("nr_accesses"))?),
+                age: u32_of(self.read_u64(&r.join("age"))?),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Asks for fresh tried regions of the snapshot scheme (the kernel
+    /// blocks the write until one apply interval passed) and reads them.
+    pub fn take_snapshot(&mut self) -> Result<Snapshot, KdamonError> {
+        if !self.config.snapshots {
+            return Err(KdamonError::NoSnapshots);
+        }
+        self.start()?;
+        self.state_command("update_schemes_tried_regions")?;
+        let regions = self.tried_regions(self.snapshot_idx())?;
+        let end_us = self.now_us().max(self.last_end_us);
+        let a = self.config.attrs;
+        let snap = Snapshot {
+            start_us: self.last_end_us,
+            end_us,
+            sample_us: a.sample_us,
+            aggr_us: a.aggr_us,
+            targets: split_targets(regions),
+        };
+        self.last_end_us = end_us;
+        Ok(snap)
+    }
+
+    /// Turns the kdamond off and removes it (`nr_kdamonds` 0).
+    pub fn stop(&mut self) -> Result<(), KdamonError> {
+        if !self.owned {
+            return Ok(());
+        }
+        self.check_not_foreign()?;
+        if self.running {
+            self.write(&self.kdamond().join("state"), "off")?;
+            self.running = false;
+        }
+        self.remove()
+    }
+
+    fn remove(&mut self) -> Result<(), KdamonError> {
+        self.write(&self.admin.join("kdamonds/nr_kdamonds"), "0")?;
+        self.owned = false;
+        self.running = false;
+        Ok(())
+    }
+
+    fn commit_attrs(&mut self, attrs: Attrs) -> Result<(), KdamonError> {
+        attrs.validate()?;
+        let old = self.config.attrs;
+        self.config.attrs = attrs;
+        if !self.running {
+            return Ok(());
+        }
+        let r = (|| {
+            self.check_not_foreign()?;
+            self.write_attrs()?;
+            // Access patterns are in kernel units, which depend on the attrs.
+            for (i, s) in self.all_schemes().iter().enumerate() {
+                let d = self.scheme_dir(i);
+                for (rel, v) in pattern_writes(s, &attrs) {
+                    self.write(&d.join(rel), &v)?;
+                }
+            }
+            self.write(&self.kdamond().join("state"), "commit")
+        })();
+        if r.is_err() {
+            self.config.attrs = old;
+        }
+        r
+    }
+}
+
+impl Drop for KdamonDriver {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// Splits tried regions, listed target after target, where the address
+/// goes down (the kernel does not name the target of a tried region).
+fn split_targets(regions: Vec<RegionSnapshot>) -> Vec<TargetSnapshot> {
+    let mut out: Vec<TargetSnapshot> = Vec::new();
+    let mut prev_end = u64::MAX;
+    for r in regions {
+        if out.is_empty() || r.start < prev_end {
+            out.push(TargetSnapshot {
+                target_idx: out.len() as u32,
+                regions: Vec::new(),
+            });
+        }
+        prev_end = r.end;
+        out.last_mut().expect("pushed").regions.push(r);
+    }
+    out
+}
+
+fn missing(path: &Path) -> KdamonError {
+    let comps: Vec<String> = path
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let (feature, needs) = comps
+        .iter()
+        .rev()
+        .find_map(|c| needs_for_entry(c).map(|n| (c.clone(), n)))
+        .unwrap_or_else(|| {
+            (
+                comps.last().cloned().unwrap_or_default(),
+                "a kernel with this DAMON sysfs file (see the DAMON sysfs documentation)",
+            )
+        });
+    KdamonError::Missing {
+        path: path.to_path_buf(),
+        feature,
+        needs,
+    }
+}
+
+impl Monitor for KdamonDriver {
+    fn next_snapshot(&mut self) -> Result<Option<Snapshot>, udamon_core::Error> {
+        let be = |e: KdamonError| udamon_core::Error::Backend(e.to_string());
+        if self.deadline_us.is_some_and(|d| self.now_us() >= d) {
+            return Ok(None);
+        }
+        if self.running && self.state().map_err(be)? == "off" {
+            // The kernel stops a kdamond once every target is gone.
+            return Ok(None);
+        }
+        self.take_snapshot().map(Some).map_err(be)
+    }
+
+    fn commit(&mut self, attrs: Attrs) -> Result<(), udamon_core::Error> {
+        self.commit_attrs(attrs).map_err(|e| match e {
+            KdamonError::Attrs(e) => e,
+            e => udamon_core::Error::Backend(e.to_string()),
+        })
+    }
+
+    fn attrs(&self) -> Attrs {
+        self.config.attrs
+    }
+
+    fn now_us(&self) -> u64 {
+        self.started_at.map_or(0, |t| {
+            t.elapsed().as_micros().min(u128::from(u64::MAX)) as u64
+        })
+    }
+
+    fn set_deadline(&mut self, deadline_us: Option<u64>) {
+        self.deadline_us = deadline_us;
+    }
+}

@@ -1,0 +1,622 @@
+//! Driver tests over a fake sysfs tree in a tempdir, never the real /sys.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use udamon_core::schemes::{
+    AccessPattern, Action, Damos, DamosStats, Filter, FilterKind, GoalMetric, QuotaGoal,
+    WatermarkMetric, Watermarks,
+};
+use udamon_core::{AddrRange, Attrs, Monitor, RegionSnapshot};
+
+use crate::{admin_dir, FsIo, KTarget, KdamonConfig, KdamonDriver, KdamonError, OpsKind, Sysfs};
+
+type Log = Rc<RefCell<Vec<(String, String)>>>;
+
+/// A tiny fake kernel: after a write to `nr_*` it creates the numbered
+/// directories the real kernel would; it answers `update_schemes_tried_regions`
+/// with canned regions and keeps `state` reading on/off.
+struct FakeKernel {
+    admin: PathBuf,
+    /// Entry names this "kernel version" lacks.
+    omit: Vec<&'static str>,
+    avail_operations: &'static str,
+    tried: Vec<(u64, u64, u32, u32)>,
+    log: Log,
+}
+
+const KDAMOND: &[&str] = &["state=off", "pid=", "contexts/nr_contexts=0"];
+const CONTEXT: &[&str] = &[
+    "operations=vaddr",
+    "monitoring_attrs/intervals/sample_us=5000",
+    "monitoring_attrs/intervals/aggr_us=100000",
+    "monitoring_attrs/intervals/update_us=60000000",
+    "monitoring_attrs/intervals/intervals_goal/access_bp=0",
+    "monitoring_attrs/intervals/intervals_goal/aggrs=0",
+    "monitoring_attrs/intervals/intervals_goal/min_sample_us=0",
+    "monitoring_attrs/intervals/intervals_goal/max_sample_us=0",
+    "monitoring_attrs/nr_regions/min=10",
+    "monitoring_attrs/nr_regions/max=1000",
+    "targets/nr_targets=0",
+    "schemes/nr_schemes=0",
+];
+const TARGET: &[&str] = &["pid_target=0", "regions/nr_regions=0"];
+const REGION: &[&str] = &["start=0", "end=0"];
+const SCHEME: &[&str] = &[
+    "action=stat",
+    "target_nid=-1",
+    "apply_interval_us=0",
+    "access_pattern/sz/min=0",
+    "access_pattern/sz/max=0",
+    "access_pattern/nr_accesses/min=0",
+    "access_pattern/nr_accesses/max=0",
+    "access_pattern/age/min=0",
+    "access_pattern/age/max=0",
+    "quotas/ms=0",
+    "quotas/bytes=0",
+    "quotas/reset_interval_ms=0",
+    "quotas/effective_bytes=0",
+    "quotas/goal_tuner=consist",
+    "quotas/weights/sz_permil=0",
+    "quotas/weights/nr_accesses_permil=0",
+    "quotas/weights/age_permil=0",
+    "quotas/goals/nr_goals=0",
+    "watermarks/metric=none",
+    "watermarks/interval_us=0",
+    "watermarks/high=0",
+    "watermarks/mid=0",
+    "watermarks/low=0",
+    "filters/nr_filters=0",
+    "core_filters/nr_filters=0",
+    "ops_filters/nr_filters=0",
+    "stats/nr_tried=0",
+    "stats/sz_tried=0",
+    "stats/nr_applied=0",
+    "stats/sz_applied=0",
+    "stats/qt_exceeds=0",
+    "stats/sz_ops_filter_passed=0",
+    "tried_regions/total_bytes=0",
+];
+const GOAL: &[&str] = &[
+    "target_metric=user_input",
+    "target_value=0",
+    "current_value=0",
+    "nid=0",
+];
+const FILTER: &[&str] = &[
+    "type=anon",
+    "matching=N",
+    "allow=N",
+    "memcg_path=",
+    "addr_start=0",
+    "addr_end=0",
+    "damon_target_idx=0",
+    "min=0",
+    "max=0",
+];
+
+impl FakeKernel {
+    fn new(root: &Path) -> (Self, Log) {
+        let log = Log::default();
+        let admin = admin_dir(root);
+        std::fs::create_dir_all(admin.join("kdamonds")).unwrap();
+        std::fs::write(admin.join("kdamonds/nr_kdamonds"), "0\n").unwrap();
+        let k = Self {
+            admin,
+            omit: Vec::new(),
+            avail_operations: "vaddr\nfvaddr\npaddr\n",
+            tried: Vec::new(),
+            log: log.clone(),
+        };
+        (k, log)
+    }
+
+    fn populate(&self, dir: &Path, template: &[&str]) {
+        for entry in template {
+            let (rel, val) = entry.split_once('=').unwrap();
+            if rel.split('/').any(|c| self.omit.contains(&c)) {
+                continue;
+            }
+            let p = dir.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, format!("{val}\n")).unwrap();
+        }
+    }
+
+    fn set_children(&self, parent: &Path, n: usize, template: &[&str]) {
+        for e in std::fs::read_dir(parent).unwrap() {
+            let e = e.unwrap();
+            if e.file_name().to_string_lossy().parse::<u64>().is_ok() {
+                std::fs::remove_dir_all(e.path()).unwrap();
+            }
+        }
+        for i in 0..n {
+            let d = parent.join(i.to_string());
+            std::fs::create_dir(&d).unwrap();
+            self.populate(&d, template);
+            if std::ptr::eq(template, CONTEXT) && !self.omit.contains(&"avail_operations") {
+                std::fs::write(d.join("avail_operations"), self.avail_operations).unwrap();
+            }
+        }
+    }
+}
+
+impl Sysfs for FakeKernel {
+    fn read(&mut self, path: &Path) -> io::Result<String> {
+        FsIo.read(path)
+    }
+
+    fn write(&mut self, path: &Path, value: &str) -> io::Result<()> {
+        FsIo.write(path, value)?;
+        let rel = path
+            .strip_prefix(&self.admin)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        self.log.borrow_mut().push((rel, value.to_string()));
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let parent = path.parent().unwrap();
+        if let Some(kind) = name.strip_prefix("nr_") {
+            let n: usize = value
+                .trim()
+                .parse()
+                .map_err(|_| io::ErrorKind::InvalidInput)?;
+            let template = match kind {
+                "kdamonds" => KDAMOND,
+                "contexts" => CONTEXT,
+                "targets" => TARGET,
+                "regions" => REGION,
+                "schemes" => SCHEME,
+                "goals" => GOAL,
+                "filters" => FILTER,
+                _ => return Ok(()),
+            };
+            self.set_children(parent, n, template);
+        } else if name == "state" {
+            if value == "update_schemes_tried_regions" {
+                let schemes = parent.join("contexts/0/schemes");
+                for e in std::fs::read_dir(&schemes).unwrap() {
+                    let tr = e.unwrap().path().join("tried_regions");
+                    if !tr.is_dir() {
+                        continue;
+                    }
+                    self.set_children(&tr, 0, &[]);
+                    for (i, (s, e, nr, age)) in self.tried.iter().enumerate() {
+                        let d = tr.join(i.to_string());
+                        std::fs::create_dir(&d).unwrap();
+                        for (f, v) in [("start", s), ("end", e)] {
+                            std::fs::write(d.join(f), format!("{v}\n")).unwrap();
+                        }
+                        for (f, v) in [("nr_accesses", nr), ("age", age)] {
+                            std::fs::write(d.join(f), format!("{v}\n")).unwrap();
+                        }
+                    }
+                }
+            }
+            if value != "off" {
+                std::fs::write(path, "on\n").unwrap();
+            }
+        }
+        Ok(())
+    }
+
+    fn exists(&mut self, path: &Path) -> bool {
+        FsIo.exists(path)
+    }
+
+    fn list(&mut self, dir: &Path) -> io::Result<Vec<String>> {
+        FsIo.list(dir)
+    }
+}
+
+fn config(schemes: Vec<Damos>) -> KdamonConfig {
+    KdamonConfig {
+        ops: OpsKind::Vaddr,
+        targets: vec![KTarget {
+            pid: Some(1234),
+            regions: vec![],
+        }],
+        attrs: Attrs::default(),
+        schemes,
+        snapshots: true,
+    }
+}
+
+/// damo's prcl-like scheme: page out regions of at least 4 KiB not accessed
+/// for 5 s, 10 ms / 128 MiB per second, weighted by age, under pressure.
+fn prcl() -> Damos {
+    let mut s = Damos::new(
+        AccessPattern {
+            min_sz: 4096,
+            max_sz: u64::MAX,
+            min_freq_bp: 0,
+            max_freq_bp: 0,
+            min_age_us: 5_000_000,
+            max_age_us: u64::MAX,
+        },
+        Action::Pageout,
+    );
+    s.quota.ms = 10;
+    s.quota.sz = 128 << 20;
+    s.quota.reset_interval_ms = 1000;
+    s.quota.weights.nr_accesses = 3;
+    s.quota.weights.age = 7;
+    s.quota.goals.push(QuotaGoal {
+        metric: GoalMetric::SomeMemPsiUs,
+        target_value: 1000,
+        current_value: 0,
+        nid: 0,
+    });
+    s.watermarks = Watermarks {
+        metric: WatermarkMetric::FreeMemRate,
+        interval_us: 5_000_000,
+        high: 500,
+        mid: 400,
+        low: 200,
+    };
+    s.filters.push(Filter {
+        kind: FilterKind::Anon,
+        matching: false,
+        allow: false,
+    });
+    s.filters.push(Filter {
+        kind: FilterKind::Addr {
+            start: 0x1000,
+            end: 0x2000,
+        },
+        matching: true,
+        allow: true,
+    });
+    s
+}
+
+fn writes_under(log: &Log, prefix: &str) -> Vec<(String, String)> {
+    log.borrow()
+        .iter()
+        .filter_map(|(p, v)| Some((p.strip_prefix(prefix)?.to_string(), v.clone())))
+        .collect()
+}
+
+fn pairs(t: &[(&str, &str)]) -> Vec<(String, String)> {
+    t.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+#[test]
+fn prcl_scheme_translates_to_exact_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.start().unwrap();
+    let ctx = "kdamonds/0/contexts/0/";
+    let head: Vec<_> = log.borrow().iter().take(11).cloned().collect();
+    assert_eq!(
+        head,
+        pairs(&[
+            ("kdamonds/nr_kdamonds", "1"),
+            ("kdamonds/0/contexts/nr_contexts", "1"),
+            ("kdamonds/0/contexts/0/operations", "vaddr"),
+            (
+                "kdamonds/0/contexts/0/monitoring_attrs/intervals/sample_us",
+                "5000"
+            ),
+            (
+                "kdamonds/0/contexts/0/monitoring_attrs/intervals/aggr_us",
+                "100000"
+            ),
+            (
+                "kdamonds/0/contexts/0/monitoring_attrs/intervals/update_us",
+                "1000000"
+            ),
+            (
+                "kdamonds/0/contexts/0/monitoring_attrs/nr_regions/min",
+                "10"
+            ),
+            (
+                "kdamonds/0/contexts/0/monitoring_attrs/nr_regions/max",
+                "1000"
+            ),
+            ("kdamonds/0/contexts/0/targets/nr_targets", "1"),
+            ("kdamonds/0/contexts/0/targets/0/pid_target", "1234"),
+            ("kdamonds/0/contexts/0/schemes/nr_schemes", "2"),
+        ])
+    );
+    let max = u64::MAX.to_string();
+    let umax = u32::MAX.to_string();
+    let want: Vec<(&str, &str)> = vec![
+        ("action", "pageout"),
+        ("access_pattern/sz/min", "4096"),
+        ("access_pattern/sz/max", &max),
+        ("access_pattern/nr_accesses/min", "0"),
+        ("access_pattern/nr_accesses/max", "0"),
+        ("access_pattern/age/min", "50"),
+        ("access_pattern/age/max", &umax),
+        ("quotas/ms", "10"),
+        ("quotas/bytes", "134217728"),
+        ("quotas/reset_interval_ms", "1000"),
+        ("quotas/weights/sz_permil", "0"),
+        ("quotas/weights/nr_accesses_permil", "3"),
+        ("quotas/weights/age_permil", "7"),
+        ("quotas/goals/nr_goals", "1"),
+        ("quotas/goals/0/target_metric", "some_mem_psi_us"),
+        ("quotas/goals/0/target_value", "1000"),
+        ("watermarks/metric", "free_mem_rate"),
+        ("watermarks/interval_us", "5000000"),
+        ("watermarks/high", "500"),
+        ("watermarks/mid", "400"),
+        ("watermarks/low", "200"),
+        ("core_filters/nr_filters", "1"),
+        ("core_filters/0/type", "addr"),
+        ("core_filters/0/addr_start", "4096"),
+        ("core_filters/0/addr_end", "8192"),
+        ("core_filters/0/matching", "Y"),
+        ("core_filters/0/allow", "Y"),
+        ("ops_filters/nr_filters", "1"),
+        ("ops_filters/0/type", "anon"),
+        ("ops_filters/0/matching", "N"),
+    ];
+    assert_eq!(
+        writes_under(&log, &format!("{ctx}schemes/0/")),
+        pairs(&want)
+    );
+    // The snapshot scheme: stat, matching everything.
+    let snap = writes_under(&log, &format!("{ctx}schemes/1/"));
+    assert_eq!(snap[0], pairs(&[("action", "stat")])[0]);
+    assert!(snap.contains(&pairs(&[("access_pattern/nr_accesses/max", &umax)])[0]));
+    assert_eq!(
+        log.borrow().last().unwrap(),
+        &pairs(&[("kdamonds/0/state", "on")])[0]
+    );
+}
+
+#[test]
+fn legacy_filters_dir_without_core_and_ops_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fake, log) = FakeKernel::new(dir.path());
+    fake.omit = vec!["core_filters", "ops_filters"];
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.start().unwrap();
+    let w = writes_under(&log, "kdamonds/0/contexts/0/schemes/0/filters/");
+    assert_eq!(w[0], pairs(&[("nr_filters", "2")])[0]);
+    assert_eq!(w[1], pairs(&[("0/type", "anon")])[0]);
+    assert_eq!(w[3], pairs(&[("1/type", "addr")])[0]);
+}
+
+/// Every entry's bytes and mtime under `root`.
+fn tree_snapshot(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let md = e.metadata().unwrap();
+            if md.is_dir() {
+                stack.push(e.path());
+                out.insert(e.path(), (Vec::new(), md.modified().unwrap()));
+            } else {
+                out.insert(
+                    e.path(),
+                    (std::fs::read(e.path()).unwrap(), md.modified().unwrap()),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn refuses_a_busy_tree_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = admin_dir(dir.path()).join("kdamonds");
+    std::fs::create_dir_all(k.join("0/contexts/0")).unwrap();
+    std::fs::write(k.join("nr_kdamonds"), "1\n").unwrap();
+    std::fs::write(k.join("0/state"), "on\n").unwrap();
+    std::fs::write(k.join("0/pid"), "4321\n").unwrap();
+    std::fs::write(k.join("0/contexts/nr_contexts"), "1\n").unwrap();
+    let before = tree_snapshot(dir.path());
+    {
+        let mut d = KdamonDriver::new(dir.path().into(), config(vec![prcl()]));
+        let e = d.start().unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, KdamonError::Foreign { .. }), "{msg}");
+        assert!(msg.contains(&k.join("0").display().to_string()), "{msg}");
+        assert!(
+            msg.contains("never takes over another user's kdamond"),
+            "{msg}"
+        );
+        assert!(msg.contains("4321"), "{msg}");
+        assert!(d.next_snapshot().is_err());
+        assert!(d.stats().is_err());
+        assert!(d.state_command("off").is_err());
+        assert!(
+            d.commit(Attrs::default()).is_ok(),
+            "not running: attrs only stored"
+        );
+        d.stop().unwrap();
+    } // Drop must not write either.
+    assert_eq!(tree_snapshot(dir.path()), before);
+}
+
+#[test]
+fn missing_features_are_named_and_the_kdamond_removed() {
+    let cases: &[(&[&str], Damos, &str)] = &[
+        (
+            &["tried_regions"],
+            Damos::new(AccessPattern::default(), Action::Stat),
+            "tried_regions needs Linux 6.2+",
+        ),
+        (
+            &["apply_interval_us"],
+            Damos {
+                apply_interval_us: 1_000_000,
+                ..Damos::new(AccessPattern::default(), Action::Cold)
+            },
+            "apply_interval_us needs Linux 6.7+",
+        ),
+        (&["goals"], prcl(), "goals needs Linux 6.8+"),
+    ];
+    for (omit, scheme, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut fake, _log) = FakeKernel::new(dir.path());
+        fake.omit = omit.to_vec();
+        let mut d = KdamonDriver::with_io(
+            dir.path().into(),
+            config(vec![scheme.clone()]),
+            Box::new(fake),
+        );
+        let e = d.start().unwrap_err();
+        assert!(matches!(e, KdamonError::Missing { .. }), "{e}");
+        assert!(e.to_string().contains(want), "{e} lacks {want}");
+        let nr =
+            std::fs::read_to_string(admin_dir(dir.path()).join("kdamonds/nr_kdamonds")).unwrap();
+        assert_eq!(nr, "0", "the half-built kdamond is removed");
+    }
+}
+
+#[test]
+fn missing_operations_and_sysfs_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fake, _log) = FakeKernel::new(dir.path());
+    fake.avail_operations = "vaddr\nfvaddr\n";
+    let mut cfg = config(vec![]);
+    cfg.ops = OpsKind::Paddr;
+    cfg.targets = vec![KTarget {
+        pid: None,
+        regions: vec![AddrRange::new(1 << 32, 2 << 32)],
+    }];
+    let mut d = KdamonDriver::with_io(dir.path().into(), cfg, Box::new(fake));
+    let e = d.start().unwrap_err().to_string();
+    assert!(
+        e.contains("paddr is not built in") && e.contains("CONFIG_DAMON_PADDR"),
+        "{e}"
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    let mut d = KdamonDriver::new(empty.path().into(), config(vec![]));
+    let e = d.start().unwrap_err().to_string();
+    assert!(
+        e.contains("nr_kdamonds needs Linux 5.18+ with CONFIG_DAMON_SYSFS"),
+        "{e}"
+    );
+    assert!(!admin_dir(empty.path()).exists(), "nothing created");
+}
+
+#[test]
+fn untranslatable_scheme_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mlock = Damos::new(AccessPattern::default(), Action::Mlock);
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![mlock]), Box::new(fake));
+    let e = d.start().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("mlock has no kernel DAMON equivalent"),
+        "{e}"
+    );
+    assert!(log.borrow().is_empty());
+}
+
+#[test]
+fn stats_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fake, log) = FakeKernel::new(dir.path());
+    fake.omit = vec!["sz_ops_filter_passed"];
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.start().unwrap();
+    let st = admin_dir(dir.path()).join("kdamonds/0/contexts/0/schemes/0/stats");
+    for (f, v) in [
+        ("nr_tried", 7),
+        ("sz_tried", 8192),
+        ("nr_applied", 3),
+        ("sz_applied", 4096),
+        ("qt_exceeds", 2),
+    ] {
+        std::fs::write(st.join(f), format!("{v}\n")).unwrap();
+    }
+    let stats = d.stats().unwrap();
+    assert_eq!(
+        stats,
+        vec![DamosStats {
+            nr_tried: 7,
+            sz_tried: 8192,
+            nr_applied: 3,
+            sz_applied: 4096,
+            sz_ops_filter_passed: 0,
+            qt_exceeds: 2,
+        }]
+    );
+    assert_eq!(log.borrow().last().unwrap().1, "update_schemes_stats");
+}
+
+#[test]
+fn tried_regions_become_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fake, log) = FakeKernel::new(dir.path());
+    fake.tried = vec![
+        (4096, 8192, 3, 1),
+        (8192, 16384, 0, 9),
+        (1 << 20, 2 << 20, 20, 0),
+        (4096, 12288, 5, 5),
+    ];
+    let mut cfg = config(vec![]);
+    cfg.targets.push(KTarget {
+        pid: Some(99),
+        regions: vec![],
+    });
+    let mut d = KdamonDriver::with_io(dir.path().into(), cfg, Box::new(fake));
+    let s = d.next_snapshot().unwrap().unwrap();
+    assert_eq!((s.sample_us, s.aggr_us, s.start_us), (5000, 100_000, 0));
+    assert_eq!(s.targets.len(), 2);
+    assert_eq!(s.targets[0].regions.len(), 3);
+    assert_eq!(
+        s.targets[1].regions,
+        vec![RegionSnapshot {
+            start: 4096,
+            end: 12288,
+            nr_accesses: 5,
+            age: 5
+        }]
+    );
+    assert_eq!(
+        log.borrow().last().unwrap().1,
+        "update_schemes_tried_regions"
+    );
+    let s2 = d.next_snapshot().unwrap().unwrap();
+    assert_eq!(s2.start_us, s.end_us);
+
+    // Attribute commit rewrites intervals and kernel-unit patterns, then commits.
+    let a = Attrs {
+        aggr_us: 200_000,
+        ..Attrs::default()
+    };
+    d.commit(a).unwrap();
+    assert_eq!(d.attrs(), a);
+    let tail: Vec<_> = log.borrow().iter().rev().take(1).cloned().collect();
+    assert_eq!(tail[0].1, "commit");
+    assert!(log.borrow().contains(
+        &pairs(&[(
+            "kdamonds/0/contexts/0/monitoring_attrs/intervals/aggr_us",
+            "200000"
+        )])[0]
+    ));
+    let bad = Attrs {
+        min_nr_regions: 1,
+        ..a
+    };
+    assert!(d.commit(bad).is_err());
+    assert_eq!(d.attrs(), a, "a bad commit changes nothing");
+
+    // The kernel turned the kdamond off (targets gone): no more snapshots.
+    std::fs::write(admin_dir(dir.path()).join("kdamonds/0/state"), "off\n").unwrap();
+    assert_eq!(d.next_snapshot().unwrap(), None);
+    d.stop().unwrap();
+    let l = log.borrow();
+    assert_eq!(
+        l.last().unwrap(),
+        &pairs(&[("kdamonds/nr_kdamonds", "0")])[0]
+    );
+}

@@ -1,0 +1,156 @@
+//! `/sys/kernel/mm/page_idle/bitmap`: one bit per PFN, in u64 words of 64
+//! PFNs each. Writing a 1 bit marks the page idle (clearing its young bits
+//! through the reverse map); reading returns 1 while the page stayed idle.
+//! Reads and writes must be whole, aligned words.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::pagemap::{contiguous_runs, read_full_at};
+use crate::ProcError;
+
+/// `ROOT/sys/kernel/mm/page_idle/bitmap`.
+pub fn bitmap_path(root: &Path) -> PathBuf {
+    root.join("sys/kernel/mm/page_idle/bitmap")
+}
+
+/// The idle page bitmap, open for reading and writing.
+#[derive(Debug)]
+pub struct IdleBitmap {
+    file: File,
+    path: PathBuf,
+}
+
+impl IdleBitmap {
+    pub fn open(root: &Path) -> Result<Self, ProcError> {
+        let path = bitmap_path(root);
+        match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(file) => Ok(Self { file, path }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ProcError::Missing {
+                primitive: "idle page bitmap",
+                path,
+                provides: "CONFIG_IDLE_PAGE_TRACKING",
+            }),
+            Err(e) => Err(ProcError::io("opening", &path, e)),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Marks `pfns` idle: one word per 64 PFNs holding just their bits, one
+    /// `pwrite` per run of contiguous words.
+    pub fn set_idle(&self, pfns: &[u64]) -> Result<(), ProcError> {
+        let words = group_words(pfns);
+        let idx: Vec<u64> = words.iter().map(|w| w.0).collect();
+        let mut buf = Vec::new();
+        let mut at = 0;
+        for run in contiguous_runs(&idx) {
+            buf.clear();
+            for (_, bits) in &words[at..at + run.len()] {
+                buf.extend_from_slice(&bits.to_ne_bytes());
+            }
+            at += run.len();
+            self.file
+                .write_all_at(&buf, run[0] * 8)
+                .map_err(|e| ProcError::io("writing", &self.path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Whether each of `pfns` is still idle, in the order given; one `pread`
+    /// per run of contiguous words. PFNs past the end read as not idle.
+    pub fn is_idle(&self, pfns: &[u64]) -> Result<Vec<bool>, ProcError> {
+        let words = group_words(pfns);
+        let idx: Vec<u64> = words.iter().map(|w| w.0).collect();
+        let mut vals = vec![0u64; idx.len()];
+        let mut buf = Vec::new();
+        let mut at = 0;
+        for run in contiguous_runs(&idx) {
+            buf.clear();
+            buf.resize(run.len() * 8, 0);
+            let got = read_full_at(&self.file, &mut buf, run[0] * 8)
+                .map_err(|e| ProcError::io("reading", &self.path, e))?;
+            for i in 0..run.len() {
+                if (i + 1) * 8 <= got {
+                    let w: [u8; 8] = buf[i * 8..i * 8 + 8].try_into().expect("8 bytes");
+                    vals[at + i] = u64::from_ne_bytes(w);
+                }
+            }
+            at += run.len();
+        }
+        Ok(pfns
+            .iter()
+            .map(|p| {
+                let i = idx.binary_search(&(p / 64)).expect("word was read");
+                vals[i] & (1 << (p % 64)) != 0
+            })
+            .collect())
+    }
+}
+
+/// (word index, bits of the given PFNs in it), sorted by word.
+fn group_words(pfns: &[u64]) -> Vec<(u64, u64)> {
+    let mut sorted: Vec<u64> = pfns.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for p in sorted {
+        let (w, bit) = (p / 64, 1u64 << (p % 64));
+        match out.last_mut() {
+            Some(last) if last.0 == w => last.1 |= bit,
+            _ => out.push((w, bit)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A zeroed fake bitmap covering `nr_pfns`.
+    pub(crate) fn fake_bitmap(root: &Path, nr_pfns: u64) {
+        let p = bitmap_path(root);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        File::create(&p)
+            .unwrap()
+            .set_len(nr_pfns.div_ceil(64) * 8)
+            .unwrap();
+    }
+
+    pub(crate) fn word(root: &Path, w: u64) -> u64 {
+        let f = File::open(bitmap_path(root)).unwrap();
+        let mut b = [0u8; 8];
+        f.read_exact_at(&mut b, w * 8).unwrap();
+        u64::from_ne_bytes(b)
+    }
+
+    #[test]
+    fn set_and_read_back_by_pfn() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_bitmap(dir.path(), 64 * 4);
+        let bm = IdleBitmap::open(dir.path()).unwrap();
+        bm.set_idle(&[0, 63, 64, 130, 129]).unwrap();
+        assert_eq!(word(dir.path(), 0), 1 | 1 << 63);
+        assert_eq!(word(dir.path(), 1), 1);
+        assert_eq!(word(dir.path(), 2), 0b110);
+        assert_eq!(word(dir.path(), 3), 0);
+        assert_eq!(
+            bm.is_idle(&[130, 0, 1, 64, 200, 100_000]).unwrap(),
+            vec![true, true, false, true, false, false]
+        );
+    }
+
+    #[test]
+    fn missing_bitmap_names_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = IdleBitmap::open(dir.path()).unwrap_err();
+        let want = format!(
+            "the idle page bitmap {}/sys/kernel/mm/page_idle/bitmap is missing (needs CONFIG_IDLE_PAGE_TRACKING)",
+            dir.path().display()
+        );
+        assert_eq!(e.to_string(), want);
+    }
+}

@@ -1,0 +1,227 @@
+//! The score curve as a PNG or SVG image: the samples (global and local,
+//! or a replay's predictions), the fitted polynomial, the chosen value and
+//! its measured score, and any extra curve (a sweep, for comparison).
+//!
+//! Text is drawn with DejaVu Sans from the `dejavu` crate through plotters'
+//! `ab_glyph` backend, as the heatmaps are: no system font is needed.
+
+use std::path::Path;
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+use crate::error::{Error, Result};
+use crate::knob::Knob;
+use crate::tune::Tuned;
+
+const FONT: &str = "sans-serif";
+
+fn register_fonts() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The bundled fonts are valid; a failure would only mean text-less images.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
+        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
+    });
+}
+
+/// A labelled extra curve, in the knob's unit and score units.
+pub struct Series<'a> {
+    pub label: &'a str,
+    pub points: &'a [(f64, f64)],
+}
+
+/// Writes the plot to `path`: `.png` or `.svg` by its extension.
+pub fn write(tuned: &Tuned, knob: &Knob, extra: &[Series], path: &Path) -> Result<()> {
+    register_fonts();
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let size = (1000, 640);
+    let e = |e: String| Error::Plot(format!("{}: {e}", path.display()));
+    match ext.as_deref() {
+        Some("png") => {
+            let root = BitMapBackend::new(path, size).into_drawing_area();
+            draw(&root, tuned, knob, extra).map_err(|x| e(x.to_string()))?;
+            root.present().map_err(|x| e(x.to_string()))
+        }
+        Some("svg") => {
+            let root = SVGBackend::new(path, size).into_drawing_area();
+            draw(&root, tuned, knob, extra).map_err(|x| e(x.to_string()))?;
+            root.present().map_err(|x| e(x.to_string()))
+        }
+        _ => Err(Error::Usage(format!(
+            "--plot {}: unknown image type (expected a .png or .svg file name)",
+            path.display()
+        ))),
+    }
+}
+
+type DrawResult<E> = std::result::Result<(), DrawingAreaErrorKind<E>>;
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    t: &Tuned,
+    knob: &Knob,
+    extra: &[Series],
+) -> DrawResult<DB::ErrorType> {
+    root.fill(&WHITE)?;
+    let title = match t.mode {
+        "replay" => format!("udamon tune --replay: predicted score vs {}", t.knob),
+        _ => format!("udamon tune: score vs {}", t.knob),
+    };
+    let root = root.titled(&title, (FONT, 22).into_font().style(FontStyle::Bold))?;
+    let (label, div) = knob.axis(t.domain.hi);
+    let (x0, x1) = (t.domain.lo / div, t.domain.hi / div);
+    let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+    // y range over everything drawn
+    let mut ys: Vec<f64> = t.samples.iter().map(|s| s.score).collect();
+    let curve: Vec<(f64, f64)> = match &t.fit {
+        Some(f) => (0..=400)
+            .map(|i| {
+                let x = t.domain.lo + (t.domain.hi - t.domain.lo) * i as f64 / 400.0;
+                (x / div, f.eval(x))
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    ys.extend(curve.iter().map(|p| p.1));
+    for s in extra {
+        ys.extend(s.points.iter().map(|p| p.1));
+    }
+    if let Some(m) = &t.chosen.measured {
+        ys.push(m.score);
+    }
+    let (mut y0, mut y1) = ys
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    if !y0.is_finite() {
+        (y0, y1) = (-1.0, 1.0);
+    }
+    let pad = ((y1 - y0) * 0.08).max(1e-3);
+    let (y0, y1) = (y0 - pad, y1 + pad);
+
+    let mut chart = ChartBuilder::on(&root)
+        .margin(15)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, y0..y1)?;
+    chart
+        .configure_mesh()
+        .x_desc(label)
+        .y_desc("score")
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    // no-schemes level
+    chart.draw_series(std::iter::once(PathElement::new(
+        vec![(x0, 0.0), (x1, 0.0)],
+        RGBColor(160, 160, 160).stroke_width(1),
+    )))?;
+    let palette = [
+        RGBColor(120, 120, 120),
+        RGBColor(230, 159, 0),
+        RGBColor(0, 158, 115),
+    ];
+    for (i, s) in extra.iter().enumerate() {
+        let c = palette[i % palette.len()];
+        let pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x / div, y)).collect();
+        chart
+            .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
+            .label(s.label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    let blue = RGBColor(0, 114, 178);
+    if !curve.is_empty() {
+        let deg = t.fit.as_ref().map_or(0, |f| f.degree);
+        chart
+            .draw_series(LineSeries::new(curve, blue.stroke_width(3)))?
+            .label(format!("fitted polynomial (degree {deg})"))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(3))
+            });
+    }
+    let (sample_label, local_label) = match t.mode {
+        "replay" => ("predicted by replay", ""),
+        _ => ("global samples", "local samples"),
+    };
+    let black = RGBColor(30, 30, 30);
+    let red = RGBColor(213, 94, 0);
+    let pts = |stage: &str| -> Vec<(f64, f64)> {
+        t.samples
+            .iter()
+            .filter(|s| s.stage == stage)
+            .map(|s| (s.value / div, s.score))
+            .collect()
+    };
+    let global = pts(if t.mode == "replay" {
+        "sweep"
+    } else {
+        "global"
+    });
+    if !global.is_empty() {
+        chart
+            .draw_series(
+                global
+                    .into_iter()
+                    .map(|p| Circle::new(p, 5, black.filled())),
+            )?
+            .label(sample_label)
+            .legend(move |(x, y)| Circle::new((x + 10, y), 5, black.filled()));
+    }
+    let local = pts("local");
+    if !local.is_empty() {
+        chart
+            .draw_series(
+                local
+                    .into_iter()
+                    .map(|p| TriangleMarker::new(p, 7, red.filled())),
+            )?
+            .label(local_label)
+            .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 7, red.filled()));
+    }
+    if let Some(p) = &t.fit_peak {
+        if let (Some(m), true) = (&p.measured, p.value != t.chosen.value) {
+            let x = p.value / div;
+            chart
+                .draw_series(std::iter::once(Circle::new(
+                    (x, m.score),
+                    8,
+                    blue.stroke_width(2),
+                )))?
+                .label(format!("fit peak {} (measured)", p.display))
+                .legend(move |(x, y)| Circle::new((x + 10, y), 6, blue.stroke_width(2)));
+        }
+    }
+    let green = RGBColor(0, 150, 60);
+    let cx = t.chosen.value / div;
+    if let Some(m) = &t.chosen.measured {
+        chart
+            .draw_series(std::iter::once(Cross::new(
+                (cx, m.score),
+                10,
+                green.stroke_width(3),
+            )))?
+            .label(format!("chosen {} (measured)", t.chosen.display))
+            .legend(move |(x, y)| Cross::new((x + 10, y), 6, green.stroke_width(3)));
+    }
+    chart.draw_series(std::iter::once(PathElement::new(
+        vec![(cx, y0), (cx, y1)],
+        green.stroke_width(1),
+    )))?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font((FONT, 14))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! Workload runners: "run the workload with these schemes, measure it".
+//!
+//! [`Runner`] is the seam: the simulator ([`SimRunner`]) and the replay of a
+//! record (a `SimRunner` over the synthetic workload) implement it today; a
+//! command or a pid runner (start the program, or attach to it, with the
+//! schemes installed, and read its runtime and RSS) slots in later without
+//! touching the tuner.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+
+use udamon_core::schemes::Damos;
+use udamon_core::{Attrs, Monitor, Snapshot};
+use udamon_sim::{build_engine, Model, MonitorKind, Workload};
+
+use crate::error::{Error, Result};
+use crate::score::Metrics;
+
+/// Runs a workload with schemes and measures it.
+pub trait Runner {
+    /// One run with `schemes` installed (an empty slice: the scheme-less
+    /// run the scores are relative to).
+    fn run(&mut self, schemes: &[Damos]) -> Result<Metrics>;
+
+    /// A short description for reports: "sim tune-cold.toml, seed 11".
+    fn describe(&self) -> String;
+
+    /// An independent copy for running several candidates at once, when
+    /// the workload allows it (a simulation does; a live process does not).
+    fn fork(&self) -> Option<Box<dyn Runner + Send>> {
+        None
+    }
+}
+
+/// A simulated workload under the adaptive monitor. Every run uses the same
+/// seed (common random numbers: candidates differ by their schemes only).
+#[derive(Clone)]
+pub struct SimRunner {
+    model: Arc<Model>,
+    attrs: Attrs,
+    seed: u64,
+    label: String,
+}
+
+impl SimRunner {
+    pub fn new(workload: Workload, attrs: Attrs, seed: u64, label: &str) -> SimRunner {
+        SimRunner {
+            model: Arc::new(Model::new(workload)),
+            attrs,
+            seed,
+            label: label.to_string(),
+        }
+    }
+
+    /// From a spec's text. `seed` and `duration_us` override the spec's.
+    pub fn from_spec(
+        text: &str,
+        origin: &str,
+        seed: Option<u64>,
+        duration_us: Option<u64>,
+        attrs: Attrs,
+    ) -> Result<SimRunner> {
+        let mut w = Workload::from_toml(text, origin).map_err(|e| Error::Usage(e.to_string()))?;
+        if let Some(d) = duration_us {
+            w.duration_us = d;
+        }
+        let seed = seed.or(w.seed).unwrap_or(0);
+        Ok(SimRunner::new(w, attrs, seed, &format!("sim {origin}")))
+    }
+
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    pub fn attrs(&self) -> Attrs {
+        self.attrs
+    }
+
+    /// One run, keeping its snapshots (what a record of it would hold).
+    pub fn run_keep(&mut self, schemes: &[Damos]) -> Result<(Metrics, Vec<Snapshot>)> {
+        self.run_inner(schemes, true)
+    }
+
+    fn run_inner(&self, schemes: &[Damos], keep: bool) -> Result<(Metrics, Vec<Snapshot>)> {
+        let mut e = build_engine(&self.model, self.attrs, self.seed, MonitorKind::Adaptive)
+            .map_err(|e| Error::Run(format!("cannot monitor {}: {e}", self.label)))?;
+        e.set_schemes(schemes.to_vec());
+        e.set_deadline(Some(self.model.workload.duration_us));
+        let mut kept = Vec::new();
+        while let Some(s) = e
+            .next_snapshot()
+            .map_err(|err| Error::Run(format!("{}: {err}", self.label)))?
+        {
+            if keep {
+                kept.push(s);
+            }
+        }
+        Ok((Metrics::from(&e.ops().metrics()), kept))
+    }
+}
+
+impl Runner for SimRunner {
+    fn run(&mut self, schemes: &[Damos]) -> Result<Metrics> {
+        Ok(self.run_inner(schemes, false)?.0)
+    }
+
+    fn describe(&self) -> String {
+        format!("{}, seed {}", self.label, self.seed)
+    }
+
+    fn fork(&self) -> Option<Box<dyn Runner + Send>> {
+        Some(Box::new(self.clone()))
+    }
+}
+
+/// Runs every scheme set of `jobs`, on up to `threads` forks of the runner
+/// when it can fork (else one after another); results in `jobs` order.
+/// `done` is called on the calling thread after each finished run.
+pub fn run_all(
+    runner: &mut dyn Runner,
+    jobs: &[Vec<Damos>],
+    threads: usize,
+    done: &mut dyn FnMut(usize),
+) -> Result<Vec<Metrics>> {
+    let forks: Vec<Box<dyn Runner + Send>> = if threads > 1 && jobs.len() > 1 {
+        (0..threads.min(jobs.len()))
+            .map_while(|_| runner.fork())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if forks.len() < 2 {
+        let mut out = Vec::with_capacity(jobs.len());
+        for (i, j) in jobs.iter().enumerate() {
+            out.push(runner.run(j)?);
+            done(i + 1);
+        }
+        return Ok(out);
+    }
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Result<Metrics>)>();
+    let mut results: Vec<Option<Result<Metrics>>> = (0..jobs.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        for mut f in forks {
+            let tx = tx.clone();
+            let next = &next;
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= jobs.len() {
+                    break;
+                }
+                let r = f.run(&jobs[i]);
+                let failed = r.is_err();
+                if tx.send((i, r)).is_err() || failed {
+                    // Stop handing out work after a failure.
+                    next.store(jobs.len(), Ordering::Relaxed);
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut n = 0;
+        for (i, r) in rx {
+            results[i] = Some(r);
+            n += 1;
+            done(n);
+        }
+    });
+    let mut out = Vec::with_capacity(jobs.len());
+    let mut skipped = false;
+    for r in results {
+        match r {
+            Some(Ok(m)) => out.push(m),
+            Some(Err(e)) => return Err(e),
+            None => skipped = true,
+        }
+    }
+    if skipped {
+        return Err(Error::Run("a run was skipped".into()));
+    }
+    Ok(out)
+}
+
+/// Threads to use for independent runs: the machine's parallelism.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
