@@ -5,7 +5,9 @@ use serde::Serialize;
 use udamon_core::schemes::{Action, Damos};
 use udamon_scheme_file::{parse_file, to_json, to_toml};
 
-use super::record::{attrs_from, duration_arg, run_sim, RunSummary, SimRun};
+use super::record::{
+    attrs_from, duration_arg, print_scheme_table, read_spec, run_sim, RunSummary, SimRun,
+};
 use crate::cli::{ApplyArgs, SchemesCommand};
 use crate::output::print_json;
 use crate::UsageError;
@@ -46,8 +48,7 @@ pub fn run(a: ApplyArgs) -> Result<()> {
             s.action = Action::Stat;
         }
     }
-    let spec_text = std::fs::read_to_string(&a.sim)
-        .map_err(|e| UsageError(format!("cannot read spec {}: {e}", a.sim.display())))?;
+    let spec_text = read_spec(&a.sim)?;
     let origin = a.sim.display().to_string();
     let duration_us = a
         .duration
@@ -95,27 +96,7 @@ pub fn run(a: ApplyArgs) -> Result<()> {
 }
 
 pub fn print_schemes(s: &RunSummary) {
-    println!(
-        "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
-        "#", "action", "nr_tried", "sz_tried", "nr_applied", "sz_applied", "qt_exceed", "quota"
-    );
-    for r in &s.schemes {
-        println!(
-            "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
-            r.index,
-            r.action,
-            r.stats.nr_tried,
-            udamon_report::fmt_bytes(r.stats.sz_tried),
-            r.stats.nr_applied,
-            udamon_report::fmt_bytes(r.stats.sz_applied),
-            r.stats.qt_exceeds,
-            r.effective_quota_bytes
-                .map_or("unlimited".into(), udamon_report::fmt_bytes)
-        );
-    }
-    for r in &s.schemes {
-        println!("    {}: {}", r.index, r.description);
-    }
+    print_scheme_table(&s.schemes);
 }
 
 fn print_comparison(base: &RunSummary, with: &RunSummary) {

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use rand_pcg::Pcg64Mcg;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use udamon_core::schemes::{Damos, DamosStats, SchemeState};
 use udamon_core::{Attrs, Engine, IntervalsGoal, Monitor, Snapshot};
 use udamon_record::{Header, SimInfo, TargetInfo, Writer};
@@ -61,10 +61,11 @@ pub struct SimRun<'a> {
 
 /// Statistics of one scheme at the end of a run (also the `schemes` entries
 /// of a record, taken every second).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct SchemeReport {
     pub index: usize,
     pub action: String,
+    #[serde(default)]
     pub description: String,
     #[serde(flatten)]
     pub stats: DamosStats,
@@ -72,7 +73,9 @@ pub struct SchemeReport {
     pub effective_quota_bytes: Option<u64>,
     /// Regions tried in the scheme's last apply pass, and their bytes (the
     /// kernel's `tried_regions` and `tried_regions/total_bytes`).
+    #[serde(default)]
     pub nr_tried_regions: usize,
+    #[serde(default)]
     pub tried_regions_bytes: u64,
     pub active: bool,
 }
@@ -300,9 +303,39 @@ pub fn monitor_kind(fixed: Option<u32>, full_scan: bool) -> Result<MonitorKind> 
     })
 }
 
+/// Reads a workload spec file; a failure is a usage error naming the file.
+pub fn read_spec(p: &Path) -> Result<String> {
+    std::fs::read_to_string(p)
+        .map_err(|e| UsageError(format!("cannot read spec {}: {e}", p.display())).into())
+}
+
+/// The per-scheme statistics table, then one description line per scheme.
+pub fn print_scheme_table(reports: &[SchemeReport]) {
+    println!(
+        "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
+        "#", "action", "nr_tried", "sz_tried", "nr_applied", "sz_applied", "qt_exceed", "quota"
+    );
+    for r in reports {
+        println!(
+            "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
+            r.index,
+            r.action,
+            r.stats.nr_tried,
+            udamon_report::fmt_bytes(r.stats.sz_tried),
+            r.stats.nr_applied,
+            udamon_report::fmt_bytes(r.stats.sz_applied),
+            r.stats.qt_exceeds,
+            r.effective_quota_bytes
+                .map_or("unlimited".into(), udamon_report::fmt_bytes)
+        );
+    }
+    for r in reports {
+        println!("    {}: {}", r.index, r.description);
+    }
+}
+
 pub fn run(a: RecordArgs) -> Result<()> {
-    let spec_text = std::fs::read_to_string(&a.sim)
-        .map_err(|e| UsageError(format!("cannot read spec {}: {e}", a.sim.display())))?;
+    let spec_text = read_spec(&a.sim)?;
     let duration_us = a
         .duration
         .as_deref()

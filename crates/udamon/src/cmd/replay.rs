@@ -110,8 +110,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             .transpose()?;
         let mut runner = match (&a.sim, &replay.spec_toml) {
             (Some(p), _) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| UsageError(format!("cannot read spec {}: {e}", p.display())))?;
+                let text = super::record::read_spec(p)?;
                 SimRunner::from_spec(
                     &text,
                     &p.display().to_string(),

@@ -326,34 +326,14 @@ fn stats_cmd(a: JsonFileArgs) -> Result<()> {
         udamon_report::fmt_us(end_us),
         series.len()
     );
-    println!(
-        "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
-        "#", "action", "nr_tried", "sz_tried", "nr_applied", "sz_applied", "qt_exceed", "quota"
-    );
-    let empty = Vec::new();
-    for s in last["schemes"].as_array().unwrap_or(&empty) {
-        let n = |k: &str| s[k].as_u64().unwrap_or(0);
-        println!(
-            "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
-            n("index"),
-            s["action"].as_str().unwrap_or("?"),
-            n("nr_tried"),
-            udamon_report::fmt_bytes(n("sz_tried")),
-            n("nr_applied"),
-            udamon_report::fmt_bytes(n("sz_applied")),
-            n("qt_exceeds"),
-            s["effective_quota_bytes"]
-                .as_u64()
-                .map_or("unlimited".into(), udamon_report::fmt_bytes)
-        );
-    }
-    for s in last["schemes"].as_array().unwrap_or(&empty) {
-        println!(
-            "    {}: {}",
-            s["index"],
-            s["description"].as_str().unwrap_or("")
-        );
-    }
+    let reports: Vec<super::record::SchemeReport> = serde_json::from_value(last["schemes"].clone())
+        .map_err(|e| {
+            UsageError(format!(
+                "{}: malformed scheme statistics in the record: {e}",
+                a.file.display()
+            ))
+        })?;
+    super::record::print_scheme_table(&reports);
     Ok(())
 }
 

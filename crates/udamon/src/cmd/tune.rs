@@ -2,7 +2,7 @@
 //! over a replayed record with one confirming real run; and the tuning
 //! benchmark ([`bench_tune`], `udamon bench --only tune`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
@@ -16,6 +16,7 @@ use udamon_tune::{
     Runner, Sample, ScoreFn, SimRunner, Sla, Source, TuneConfig, Tuned,
 };
 
+use super::record::read_spec;
 use super::record::{attrs_from, duration_arg};
 use crate::cli::AttrsArgs;
 use crate::output::{print_json, Progress};
@@ -160,11 +161,6 @@ pub fn score_fn(a: &ScoreArgs) -> Result<ScoreFn> {
             metric: perf,
         }),
     ))
-}
-
-fn read_spec(p: &Path) -> Result<String> {
-    std::fs::read_to_string(p)
-        .map_err(|e| UsageError(format!("cannot read spec {}: {e}", p.display())).into())
 }
 
 /// The knob, its domain and the schemes, checked against each other.
