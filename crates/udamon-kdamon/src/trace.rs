@@ -1,7 +1,16 @@
-//! Parser for the `damon:damon_aggregated` tracepoint's lines, e.g.
-//! `kdamond.0-1234 [002] .... 5678.901234: damon_aggregated: target_id=0 nr_regions=3 4096-8192: 5 2`.
+//! The `damon:damon_aggregated` tracepoint, read straight from tracefs (no
+//! perf, no trace-cmd): a parser for its lines, e.g.
+//! `kdamond.0-1234 [002] .... 5678.901234: damon_aggregated: target_id=0 nr_regions=3 4096-8192: 5 2`,
+//! an [`Assembler`] that groups events into snapshots, and a
+//! [`TraceSession`] that owns a private tracefs instance (its own ring
+//! buffer, so other tracing users are not disturbed) for as long as it lives.
 
-use udamon_core::RegionSnapshot;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use udamon_core::{RegionSnapshot, Snapshot, TargetSnapshot};
 
 /// One `damon_aggregated` event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,9 +56,244 @@ pub fn parse_aggregated(line: &str) -> Option<AggregatedEvent> {
     })
 }
 
+/// Groups `damon_aggregated` events into snapshots: kdamond emits, at each
+/// aggregation, `nr_regions` events per target, target after target.
+#[derive(Debug)]
+pub struct Assembler {
+    nr_targets: usize,
+    sample_us: u64,
+    aggr_us: u64,
+    current: Vec<TargetSnapshot>,
+    /// Trace time of the end of the first window, minus one window.
+    origin_us: Option<u64>,
+    last_end_us: u64,
+    /// Target ids in the order the kernel first printed them.
+    ids: Vec<u64>,
+}
+
+impl Assembler {
+    pub fn new(nr_targets: usize, sample_us: u64, aggr_us: u64) -> Self {
+        Self {
+            nr_targets: nr_targets.max(1),
+            sample_us,
+            aggr_us,
+            current: Vec::new(),
+            origin_us: None,
+            last_end_us: 0,
+            ids: Vec::new(),
+        }
+    }
+
+    /// Takes one event; returns a snapshot when it completes one.
+    pub fn push(&mut self, ev: AggregatedEvent) -> Option<Snapshot> {
+        let idx = match self.ids.iter().position(|&i| i == ev.target_id) {
+            Some(i) => i,
+            None => {
+                self.ids.push(ev.target_id);
+                self.ids.len() - 1
+            }
+        };
+        let t = match self
+            .current
+            .iter_mut()
+            .position(|t| t.target_idx as usize == idx)
+        {
+            Some(p) => &mut self.current[p],
+            None => {
+                self.current.push(TargetSnapshot {
+                    target_idx: idx as u32,
+                    regions: Vec::new(),
+                });
+                self.current.last_mut().expect("pushed")
+            }
+        };
+        // A region below the last one starts a new aggregation: an event
+        // was lost (ring buffer overrun); drop the partial list.
+        if t.regions.last().is_some_and(|r| ev.region.start < r.end) {
+            t.regions.clear();
+        }
+        t.regions.push(ev.region);
+        let complete = t.regions.len() >= ev.nr_regions as usize;
+        if !complete
+            || self
+                .current
+                .iter()
+                .filter(|t| !t.regions.is_empty())
+                .count()
+                < self.nr_targets
+        {
+            return None;
+        }
+        let now = ev.time_us.unwrap_or(self.last_end_us + self.aggr_us);
+        let origin = *self
+            .origin_us
+            .get_or_insert(now.saturating_sub(self.aggr_us));
+        let end_us = now.saturating_sub(origin).max(self.last_end_us);
+        let mut targets = std::mem::take(&mut self.current);
+        targets.sort_by_key(|t| t.target_idx);
+        let snap = Snapshot {
+            start_us: self.last_end_us,
+            end_us,
+            sample_us: self.sample_us,
+            aggr_us: self.aggr_us,
+            targets,
+        };
+        self.last_end_us = end_us;
+        Some(snap)
+    }
+}
+
+/// Where tracefs is mounted under `root`, if anywhere.
+pub fn tracefs_dir(root: &Path) -> Option<PathBuf> {
+    ["sys/kernel/tracing", "sys/kernel/debug/tracing"]
+        .iter()
+        .map(|p| root.join(p))
+        .find(|p| p.join("instances").is_dir())
+}
+
+/// A private tracefs instance with `damon:damon_aggregated` enabled,
+/// read without blocking. Dropping it disables the event and removes the
+/// instance.
+#[derive(Debug)]
+pub struct TraceSession {
+    instance: PathBuf,
+    pipe: File,
+    partial: String,
+}
+
+impl TraceSession {
+    /// Creates `instances/udamon-PID` under tracefs and enables the event.
+    pub fn open(root: &Path) -> io::Result<Self> {
+        let tracefs = tracefs_dir(root).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no tracefs under {}/sys/kernel/tracing (mount it: mount -t tracefs nodev /sys/kernel/tracing)",
+                    root.display()
+                ),
+            )
+        })?;
+        let instance = tracefs.join(format!("instances/udamon-{}", std::process::id()));
+        fs::create_dir(&instance)?;
+        let session = (|| {
+            let enable = instance.join("events/damon/damon_aggregated/enable");
+            if !enable.exists() {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "{} is missing (needs CONFIG_DAMON and tracing events)",
+                        enable.display()
+                    ),
+                ));
+            }
+            fs::write(&enable, "1")?;
+            let pipe = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc_o_nonblock())
+                .open(instance.join("trace_pipe"))?;
+            Ok(pipe)
+        })();
+        match session {
+            Ok(pipe) => Ok(Self {
+                instance,
+                pipe,
+                partial: String::new(),
+            }),
+            Err(e) => {
+                let _ = fs::remove_dir(&instance);
+                Err(e)
+            }
+        }
+    }
+
+    /// The complete lines available now (none when the pipe is empty).
+    pub fn read_lines(&mut self) -> io::Result<Vec<String>> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut out = Vec::new();
+        loop {
+            match self.pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.partial.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    while let Some(i) = self.partial.find('\n') {
+                        let line: String = self.partial.drain(..=i).collect();
+                        out.push(line.trim_end().to_string());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn instance(&self) -> &Path {
+        &self.instance
+    }
+}
+
+impl Drop for TraceSession {
+    fn drop(&mut self) {
+        let _ = fs::write(
+            self.instance.join("events/damon/damon_aggregated/enable"),
+            "0",
+        );
+        let _ = fs::remove_dir(&self.instance);
+    }
+}
+
+/// `O_NONBLOCK` on Linux (every architecture udamon builds for).
+const fn libc_o_nonblock() -> i32 {
+    0o4000
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ev(t: u64, target: u64, n: u32, s: u64, e: u64, acc: u32) -> AggregatedEvent {
+        AggregatedEvent {
+            time_us: Some(t),
+            target_id: target,
+            nr_regions: n,
+            region: RegionSnapshot {
+                start: s,
+                end: e,
+                nr_accesses: acc,
+                age: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn assembler_groups_one_aggregation_per_snapshot() {
+        let mut a = Assembler::new(1, 5_000, 100_000);
+        assert!(a.push(ev(5_000_000, 7, 2, 0, 10, 1)).is_none());
+        let s = a.push(ev(5_000_001, 7, 2, 10, 20, 3)).unwrap();
+        assert_eq!((s.start_us, s.end_us), (0, 100_000));
+        assert_eq!(s.targets.len(), 1);
+        assert_eq!(s.targets[0].regions.len(), 2);
+        // Next aggregation, with three regions now.
+        assert!(a.push(ev(5_100_000, 7, 3, 0, 5, 0)).is_none());
+        assert!(a.push(ev(5_100_000, 7, 3, 5, 10, 0)).is_none());
+        let s = a.push(ev(5_100_002, 7, 3, 10, 20, 9)).unwrap();
+        assert_eq!((s.start_us, s.end_us), (100_000, 200_001));
+        assert_eq!(s.targets[0].regions[2].nr_accesses, 9);
+    }
+
+    #[test]
+    fn assembler_waits_for_every_target_and_drops_partial_lists() {
+        let mut a = Assembler::new(2, 5_000, 100_000);
+        assert!(a.push(ev(1_000_000, 3, 1, 0, 10, 0)).is_none());
+        // Target 3's list restarts (a lost event): the partial one goes.
+        assert!(a.push(ev(1_000_000, 9, 2, 50, 60, 0)).is_none());
+        assert!(a.push(ev(1_000_000, 9, 2, 40, 45, 0)).is_none());
+        let s = a.push(ev(1_000_000, 9, 2, 45, 50, 1)).unwrap();
+        assert_eq!(s.targets.len(), 2);
+        assert_eq!(s.targets[1].regions.len(), 2);
+        assert_eq!(s.targets[1].regions[0].start, 40);
+    }
 
     #[test]
     fn parses_sample_lines() {

@@ -29,6 +29,9 @@ pub enum ProcError {
         line: usize,
         text: String,
     },
+    /// An action's system call failed.
+    #[error("{what} failed: {source}")]
+    Action { what: String, source: io::Error },
     /// Any other I/O error.
     #[error("{op} {}: {source}", path.display())]
     Io {

@@ -91,6 +91,86 @@ impl IdleBitmap {
     }
 }
 
+/// `ROOT/proc/kpageflags`.
+pub fn kpageflags_path(root: &Path) -> PathBuf {
+    root.join("proc/kpageflags")
+}
+
+/// `/proc/kpageflags`: 64 flag bits per PFN (include/uapi/linux/kernel-page-flags.h).
+///
+/// Needed because the idle bitmap tracks a large folio (a THP, an mTHP) by
+/// its head page only: the kernel skips tail PFNs on write and reports them
+/// "not idle" on read. [`heads`](Self::heads) maps each sampled PFN to the
+/// head of its folio, so a huge page is checked as a whole, as kernel DAMON
+/// checks a PMD-mapped page.
+#[derive(Debug)]
+pub struct KpageFlags {
+    file: File,
+    path: PathBuf,
+}
+
+const KPF_COMPOUND_HEAD: u64 = 1 << 15;
+const KPF_COMPOUND_TAIL: u64 = 1 << 16;
+/// Folios are naturally aligned and at most PMD-sized (512 pages) for the
+/// anonymous and file memory the bitmap tracks.
+const MAX_FOLIO_PAGES: u64 = 512;
+
+impl KpageFlags {
+    pub fn open(root: &Path) -> Result<Self, ProcError> {
+        let path = kpageflags_path(root);
+        match File::open(&path) {
+            Ok(file) => Ok(Self { file, path }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ProcError::Missing {
+                primitive: "page flags file",
+                path,
+                provides: "CONFIG_PROC_PAGE_MONITOR",
+            }),
+            Err(e) => Err(ProcError::io("opening", &path, e)),
+        }
+    }
+
+    fn read(&self, first: u64, n: usize) -> Result<Vec<u64>, ProcError> {
+        let mut buf = vec![0u8; n * 8];
+        let got = read_full_at(&self.file, &mut buf, first * 8)
+            .map_err(|e| ProcError::io("reading", &self.path, e))?;
+        Ok(buf[..got - got % 8]
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+            .collect())
+    }
+
+    /// The head PFN of each PFN's folio (the PFN itself when it is not a
+    /// tail page). `vaddrs[i]` is where `pfns[i]` is mapped: a PMD-mapped
+    /// huge page is aligned alike in both spaces, so its head is tried
+    /// first with one read; other tails scan back at most 4 KiB of flags.
+    pub fn heads(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<u64>, ProcError> {
+        let is = |pfn: u64, bit: u64| -> Result<bool, ProcError> {
+            Ok(self.read(pfn, 1)?.first().is_some_and(|f| f & bit != 0))
+        };
+        let mut out = Vec::with_capacity(pfns.len());
+        for (i, &pfn) in pfns.iter().enumerate() {
+            if !is(pfn, KPF_COMPOUND_TAIL)? {
+                out.push(pfn);
+                continue;
+            }
+            let offset = vaddrs.get(i).map_or(0, |v| v / 4096 % MAX_FOLIO_PAGES);
+            let guess = pfn.saturating_sub(offset);
+            if offset > 0 && is(guess, KPF_COMPOUND_HEAD)? {
+                out.push(guess);
+                continue;
+            }
+            let base = pfn - pfn % MAX_FOLIO_PAGES;
+            let block = self.read(base, (pfn - base) as usize + 1)?;
+            let head = block
+                .iter()
+                .rposition(|f| f & KPF_COMPOUND_HEAD != 0)
+                .map_or(pfn, |i| base + i as u64);
+            out.push(head);
+        }
+        Ok(out)
+    }
+}
+
 /// (word index, bits of the given PFNs in it), sorted by word.
 fn group_words(pfns: &[u64]) -> Vec<(u64, u64)> {
     let mut sorted: Vec<u64> = pfns.to_vec();
@@ -118,6 +198,40 @@ pub(crate) mod tests {
             .unwrap()
             .set_len(nr_pfns.div_ceil(64) * 8)
             .unwrap();
+    }
+
+    #[test]
+    fn tail_pages_map_to_their_folio_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = kpageflags_path(dir.path());
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let f = File::create(&p).unwrap();
+        // A 512-page folio at PFN 1024, a 16-page one at 2048, a plain page at 3000.
+        let put = |pfn: u64, flags: u64| f.write_all_at(&flags.to_ne_bytes(), pfn * 8).unwrap();
+        put(1024, KPF_COMPOUND_HEAD);
+        for pfn in 1025..1536 {
+            put(pfn, KPF_COMPOUND_TAIL);
+        }
+        put(2048, KPF_COMPOUND_HEAD);
+        for pfn in 2049..2064 {
+            put(pfn, KPF_COMPOUND_TAIL);
+        }
+        put(3000, 0);
+        let k = KpageFlags::open(dir.path()).unwrap();
+        assert_eq!(
+            k.heads(&[1024, 1300, 1535, 2050, 2063, 3000], &[]).unwrap(),
+            vec![1024, 1024, 1024, 2048, 2048, 3000]
+        );
+        // With the mapping address: the PMD guess (page 276 of its 2 MiB).
+        assert_eq!(
+            k.heads(&[1300], &[0x7f00_0000_0000 + 276 * 4096]).unwrap(),
+            vec![1024]
+        );
+        // A wrong guess (the 16-page folio is not PMD-aligned) falls back to the scan.
+        assert_eq!(
+            k.heads(&[2050], &[0x7f00_0000_0000 + 5 * 4096]).unwrap(),
+            vec![2048]
+        );
     }
 
     pub(crate) fn word(root: &Path, w: u64) -> u64 {

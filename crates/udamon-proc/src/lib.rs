@@ -32,6 +32,7 @@
 //! assert_eq!(bitmap.is_idle(&[5, 6]).unwrap(), vec![true, false]);
 //! ```
 
+pub mod act;
 mod error;
 pub mod idle;
 pub mod maps;
@@ -40,5 +41,5 @@ pub mod pagemap;
 
 pub use error::ProcError;
 pub use maps::{read_maps, Mapping};
-pub use ops::{clear_refs_path, AccessMode, ProcOps};
+pub use ops::{clear_refs_path, unsupported_reason, AccessMode, Paced, ProcOps};
 pub use pagemap::{Pagemap, PagemapEntry};

@@ -2,9 +2,14 @@
 
 use std::path::{Path, PathBuf};
 
-use udamon_core::{AddrRange, Operations, SampleWindow, Target};
+use std::time::{Duration, Instant};
 
-use crate::idle::IdleBitmap;
+use udamon_core::schemes::{Action, Damos};
+use udamon_core::{AddrRange, ApplyOutcome, Operations, SampleWindow, Target};
+
+use crate::act::{live_parts, madvise_advice, move_to_node, Pidfd};
+
+use crate::idle::{IdleBitmap, KpageFlags};
 use crate::maps::{monitoring_ranges, read_maps};
 use crate::pagemap::Pagemap;
 use crate::ProcError;
@@ -26,6 +31,8 @@ pub enum AccessMode {
 struct ProcTarget {
     pid: u32,
     pagemap: Option<Pagemap>,
+    /// Opened at the first `process_madvise`.
+    pidfd: Option<Pidfd>,
     gone: bool,
 }
 
@@ -41,6 +48,9 @@ pub struct ProcOps {
     mode: AccessMode,
     targets: Vec<ProcTarget>,
     bitmap: Option<IdleBitmap>,
+    /// Maps sampled PFNs to their folio's head (idle mode); `None` where the
+    /// kernel has no kpageflags, then PFNs are used as they are.
+    kpageflags: Option<KpageFlags>,
     /// PFN of each region's sampling page marked idle at prepare time
     /// (`None`: not present, counts as not accessed).
     pending: Vec<Option<u64>>,
@@ -60,6 +70,10 @@ impl ProcOps {
             AccessMode::IdlePage => Some(IdleBitmap::open(&root)?),
             AccessMode::SoftDirtyWriteOnly => None,
         };
+        let kpageflags = match mode {
+            AccessMode::IdlePage => KpageFlags::open(&root).ok(),
+            AccessMode::SoftDirtyWriteOnly => None,
+        };
         let mut targets = Vec::with_capacity(pids.len());
         for &pid in pids {
             let pagemap = Pagemap::open(&root, pid)?;
@@ -76,6 +90,7 @@ impl ProcOps {
             targets.push(ProcTarget {
                 pid,
                 pagemap: Some(pagemap),
+                pidfd: None,
                 gone: false,
             });
         }
@@ -84,6 +99,7 @@ impl ProcOps {
             mode,
             targets,
             bitmap,
+            kpageflags,
             pending: Vec::new(),
             error: None,
         })
@@ -161,7 +177,7 @@ impl Operations for ProcOps {
                         None => self.pending.extend(t.regions.iter().map(|_| None)),
                     }
                 }
-                let pfns: Vec<u64> = self.pending.iter().flatten().copied().collect();
+                let mut pfns: Vec<u64> = self.pending.iter().flatten().copied().collect();
                 if pfns.is_empty() {
                     return;
                 }
@@ -170,6 +186,24 @@ impl Operations for ProcOps {
                     self.note(ProcError::PfnHidden { path });
                     self.pending.iter_mut().for_each(|p| *p = None);
                     return;
+                }
+                if let Some(k) = &self.kpageflags {
+                    let vaddrs: Vec<u64> = targets
+                        .iter()
+                        .flat_map(|t| t.regions.iter().map(|r| r.sampling_addr))
+                        .zip(&self.pending)
+                        .filter_map(|(a, p)| p.map(|_| a))
+                        .collect();
+                    match k.heads(&pfns, &vaddrs) {
+                        Ok(heads) => {
+                            let mut it = heads.iter();
+                            for p in self.pending.iter_mut().flatten() {
+                                *p = *it.next().expect("one head per pfn");
+                            }
+                            pfns = heads;
+                        }
+                        Err(e) => self.note(e),
+                    }
                 }
                 let bm = self.bitmap.as_ref().expect("idle mode opens the bitmap");
                 if let Err(e) = bm.set_idle(&pfns) {
@@ -239,6 +273,256 @@ impl Operations for ProcOps {
         self.targets
             .get(idx)
             .is_some_and(|t| !t.gone && self.proc_dir(t.pid).exists())
+    }
+
+    /// `process_madvise` (pageout, cold, willneed, collapse) or
+    /// `move_pages` (migrate_hot/cold to `target_nid`) on the parts of
+    /// `range` still mapped right now. Ops filters are not evaluated here:
+    /// callers refuse schemes that have them (see [`unsupported_reason`]).
+    fn apply_scheme(
+        &mut self,
+        idx: usize,
+        range: AddrRange,
+        scheme: &Damos,
+        _now_us: u64,
+    ) -> ApplyOutcome {
+        let started = Instant::now();
+        let Some(pid) = self.targets.get(idx).filter(|t| !t.gone).map(|t| t.pid) else {
+            return ApplyOutcome::default();
+        };
+        let parts = match read_maps(&self.root, pid) {
+            Ok(m) => live_parts(range, &m),
+            Err(ProcError::Gone { .. }) => {
+                self.targets[idx].gone = true;
+                return ApplyOutcome::default();
+            }
+            Err(e) => {
+                self.note(e);
+                return ApplyOutcome::default();
+            }
+        };
+        let passed: u64 = parts.iter().map(AddrRange::sz).sum();
+        let result = match (scheme.action, madvise_advice(scheme.action)) {
+            (_, Some(advice)) => self.pidfd(idx).and_then(|fd| fd.madvise(&parts, advice)),
+            (Action::MigrateHot | Action::MigrateCold, _) => match scheme.target_nid {
+                Some(nid) => move_to_node(pid, &parts, nid),
+                None => Ok(0),
+            },
+            _ => Ok(0),
+        };
+        let sz_applied = match result {
+            Ok(n) => n,
+            Err(e) => {
+                if !self.proc_dir(pid).exists() {
+                    self.targets[idx].gone = true;
+                } else {
+                    let what = format!("{} of pid {pid}", scheme.action.name());
+                    self.note(ProcError::Action { what, source: e });
+                }
+                0
+            }
+        };
+        ApplyOutcome {
+            sz_applied,
+            sz_ops_filter_passed: passed,
+            cost_us: started.elapsed().as_micros().min(u128::from(u64::MAX)) as u64,
+        }
+    }
+
+    /// Live goal metrics: `rss_bp` from `/proc/PID/status` and the mapped
+    /// size in maps; node metrics from the node's `meminfo`; `some_mem_psi_us`
+    /// as the cumulative `some total=` of `/proc/pressure/memory`; refaults
+    /// as the cumulative `workingset_refault_anon` + `_file` of `/proc/vmstat`.
+    fn goal_metric(
+        &mut self,
+        idx: usize,
+        goal: &udamon_core::schemes::QuotaGoal,
+        _now_us: u64,
+    ) -> Option<u64> {
+        use udamon_core::schemes::GoalMetric;
+        let read = |p: &str| std::fs::read_to_string(self.root.join(p)).ok();
+        let kb_field = |text: &str, name: &str| {
+            text.lines().find_map(|l| {
+                let rest = &l[l.find(name)? + name.len()..];
+                rest.split_whitespace().next()?.parse::<u64>().ok()
+            })
+        };
+        match goal.metric {
+            GoalMetric::RssBp => {
+                let pid = self.targets.get(idx)?.pid;
+                let rss = kb_field(&read(&format!("proc/{pid}/status"))?, "VmRSS:")? * 1024;
+                let mapped: u64 = read_maps(&self.root, pid)
+                    .ok()?
+                    .iter()
+                    .map(|m| m.range.sz())
+                    .sum();
+                (mapped > 0).then(|| rss * 10_000 / mapped)
+            }
+            GoalMetric::NodeMemUsedBp | GoalMetric::NodeMemFreeBp => {
+                let text = read(&format!("sys/devices/system/node/node{}/meminfo", goal.nid))?;
+                let (total, free) = (kb_field(&text, "MemTotal:")?, kb_field(&text, "MemFree:")?);
+                if total == 0 {
+                    return None;
+                }
+                Some(if goal.metric == GoalMetric::NodeMemFreeBp {
+                    free * 10_000 / total
+                } else {
+                    (total - free.min(total)) * 10_000 / total
+                })
+            }
+            GoalMetric::SomeMemPsiUs => {
+                let text = read("proc/pressure/memory")?;
+                let some = text.lines().find(|l| l.starts_with("some"))?;
+                some.split_whitespace()
+                    .find_map(|w| w.strip_prefix("total=")?.parse().ok())
+            }
+            GoalMetric::RefaultRate => {
+                let text = read("proc/vmstat")?;
+                let v = |k: &str| {
+                    text.lines()
+                        .find_map(|l| l.strip_prefix(k)?.trim().parse::<u64>().ok())
+                };
+                Some(v("workingset_refault_anon ")? + v("workingset_refault_file ").unwrap_or(0))
+            }
+            _ => None,
+        }
+    }
+
+    /// Free memory per mille of the total, from `/proc/meminfo`.
+    fn free_mem_rate(&mut self, _now_us: u64) -> Option<u32> {
+        let text = std::fs::read_to_string(self.root.join("proc/meminfo")).ok()?;
+        let field = |name: &str| {
+            text.lines().find_map(|l| {
+                l.strip_prefix(name)?
+                    .split_whitespace()
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+        };
+        let (total, free) = (field("MemTotal:")?, field("MemFree:")?);
+        (total > 0).then(|| (free * 1000 / total) as u32)
+    }
+}
+
+/// Why user-space operations cannot run `scheme`, if they cannot: actions
+/// only the kernel has (LRU sorting, `hugepage`/`nohugepage` of another
+/// process, `mlock`), migrations without a target node, and ops filters
+/// (anon, memcg, young, hugepage_size, unmapped), which need the kernel's
+/// page walk.
+pub fn unsupported_reason(scheme: &Damos) -> Option<String> {
+    let a = scheme.action;
+    if !crate::act::supported(a) {
+        return Some(format!(
+            "action {} cannot be done from user space on another process \
+             (process_madvise takes only pageout, cold, willneed and collapse; \
+             move_pages does migrate_hot/cold); use --ops kdamond on a kernel with DAMON",
+            a.name()
+        ));
+    }
+    if matches!(a, Action::MigrateHot | Action::MigrateCold) && scheme.target_nid.is_none() {
+        return Some(format!(
+            "action {} needs a target node (target_nid)",
+            a.name()
+        ));
+    }
+    if let Some(f) = scheme.filters.iter().find(|f| !f.kind.is_core()) {
+        return Some(format!(
+            "filter {:?} needs the kernel's page walk; user-space operations evaluate only \
+             address and target filters (use --ops kdamond)",
+            f.kind
+        ));
+    }
+    None
+}
+
+impl ProcOps {
+    fn pidfd(&mut self, idx: usize) -> std::io::Result<&Pidfd> {
+        let t = &mut self.targets[idx];
+        if t.pidfd.is_none() {
+            t.pidfd = Some(Pidfd::open(t.pid)?);
+        }
+        Ok(t.pidfd.as_ref().expect("just opened"))
+    }
+}
+
+/// Runs an operations set at the pace of a real clock: `check_accesses`
+/// waits until the sampling window, which starts when
+/// `prepare_access_checks` returns, has really passed. The engine above
+/// keeps counting on its logical clock.
+#[derive(Debug)]
+pub struct Paced<O> {
+    inner: O,
+    prepared: Option<Instant>,
+}
+
+impl<O> Paced<O> {
+    pub fn new(inner: O) -> Self {
+        Self {
+            inner,
+            prepared: None,
+        }
+    }
+
+    pub fn inner(&self) -> &O {
+        &self.inner
+    }
+
+    pub fn inner_mut(&mut self) -> &mut O {
+        &mut self.inner
+    }
+}
+
+impl<O: Operations> Operations for Paced<O> {
+    fn target_ranges(&mut self, idx: usize, target: &Target) -> Option<Vec<AddrRange>> {
+        self.inner.target_ranges(idx, target)
+    }
+
+    fn prepare_access_checks(&mut self, targets: &[Target], window: SampleWindow) {
+        self.inner.prepare_access_checks(targets, window);
+        self.prepared = Some(Instant::now());
+    }
+
+    fn check_accesses(
+        &mut self,
+        targets: &[Target],
+        window: SampleWindow,
+        accessed: &mut Vec<bool>,
+    ) {
+        if let Some(t) = self.prepared.take() {
+            let len = Duration::from_micros(window.end_us.saturating_sub(window.start_us));
+            if let Some(rest) = len.checked_sub(t.elapsed()) {
+                std::thread::sleep(rest);
+            }
+        }
+        self.inner.check_accesses(targets, window, accessed);
+    }
+
+    fn target_valid(&self, idx: usize) -> bool {
+        self.inner.target_valid(idx)
+    }
+
+    fn apply_scheme(
+        &mut self,
+        idx: usize,
+        range: AddrRange,
+        scheme: &Damos,
+        now_us: u64,
+    ) -> ApplyOutcome {
+        self.inner.apply_scheme(idx, range, scheme, now_us)
+    }
+
+    fn goal_metric(
+        &mut self,
+        idx: usize,
+        goal: &udamon_core::schemes::QuotaGoal,
+        now_us: u64,
+    ) -> Option<u64> {
+        self.inner.goal_metric(idx, goal, now_us)
+    }
+
+    fn free_mem_rate(&mut self, now_us: u64) -> Option<u32> {
+        self.inner.free_mem_rate(now_us)
     }
 }
 
@@ -368,6 +652,66 @@ mod tests {
         let mut acc = Vec::new();
         ops.check_accesses(&t, W, &mut acc);
         assert_eq!(acc, vec![false]);
+    }
+
+    #[test]
+    fn goal_metrics_read_live_files() {
+        use udamon_core::schemes::{GoalMetric, QuotaGoal};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fake_proc(root, 42, &[]);
+        // Three mappings of 64 KiB each: 192 KiB mapped, 48 KiB resident.
+        std::fs::write(
+            root.join("proc/42/status"),
+            "Name:\tx\nVmRSS:\t      48 kB\n",
+        )
+        .unwrap();
+        let node = root.join("sys/devices/system/node/node1");
+        std::fs::create_dir_all(&node).unwrap();
+        std::fs::write(
+            node.join("meminfo"),
+            "Node 1 MemTotal:        1000 kB\nNode 1 MemFree:          250 kB\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.join("proc/pressure")).unwrap();
+        std::fs::write(
+            root.join("proc/pressure/memory"),
+            "some avg10=0.00 avg60=0.00 avg300=0.00 total=1234\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=99\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("proc/meminfo"),
+            "MemTotal: 2000 kB\nMemFree: 500 kB\n",
+        )
+        .unwrap();
+        let mut ops = ProcOps::new(root, &[42], AccessMode::SoftDirtyWriteOnly).unwrap();
+        let goal = |metric, nid| QuotaGoal {
+            metric,
+            target_value: 0,
+            current_value: 0,
+            nid,
+        };
+        assert_eq!(
+            ops.goal_metric(0, &goal(GoalMetric::RssBp, 0), 0),
+            Some(2500)
+        );
+        assert_eq!(
+            ops.goal_metric(0, &goal(GoalMetric::NodeMemFreeBp, 1), 0),
+            Some(2500)
+        );
+        assert_eq!(
+            ops.goal_metric(0, &goal(GoalMetric::NodeMemUsedBp, 1), 0),
+            Some(7500)
+        );
+        assert_eq!(
+            ops.goal_metric(0, &goal(GoalMetric::NodeMemUsedBp, 5), 0),
+            None
+        );
+        assert_eq!(
+            ops.goal_metric(0, &goal(GoalMetric::SomeMemPsiUs, 0), 0),
+            Some(1234)
+        );
+        assert_eq!(ops.free_mem_rate(0), Some(250));
     }
 
     #[test]

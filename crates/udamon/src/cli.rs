@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::cmd::live::OpsChoice;
 use crate::output::ColorChoice;
 
 /// Data access monitoring and access-aware memory management (DAMON and
@@ -44,6 +45,9 @@ pub enum Command {
     Tune(crate::cmd::tune::TuneArgs),
     /// Predict what schemes would do to a recorded workload (what-if replay)
     Replay(crate::cmd::replay::ReplayArgs),
+    /// Convert a damo record (json, json_compressed or perf-script text)
+    /// into a udamon record, for every udamon report
+    Import(ImportArgs),
     /// Print shell completions for SHELL to stdout
     Completions {
         #[arg(value_enum)]
@@ -93,11 +97,32 @@ pub struct AttrsArgs {
     pub intervals_goal: Option<u32>,
 }
 
+/// Live targets: a running process or a command udamon starts.
+#[derive(Args, Debug, Clone)]
+pub struct LiveArgs {
+    /// Monitor this running process (instead of --sim)
+    #[arg(long, conflicts_with_all = ["sim", "command"])]
+    pub pid: Option<u32>,
+    /// How to watch a live process: auto picks kdamond, else idle, else
+    /// softdirty, and says which
+    #[arg(long, value_enum, default_value_t = OpsChoice::Auto)]
+    pub ops: OpsChoice,
+    /// Start this command and monitor it until it exits (after `--`);
+    /// udamon ends it when --duration passes first
+    #[arg(last = true, value_name = "CMD", conflicts_with = "sim")]
+    pub command: Vec<String>,
+    /// Read /proc and /sys under this root instead of / (tests)
+    #[arg(long, hide = true)]
+    pub root: Option<PathBuf>,
+}
+
 #[derive(Args, Debug)]
 pub struct RecordArgs {
     /// Simulated workload spec (TOML, see docs/sim-spec.md)
-    #[arg(long, value_name = "SPEC", required = true)]
-    pub sim: PathBuf,
+    #[arg(long, value_name = "SPEC", required_unless_present_any = ["pid", "command"])]
+    pub sim: Option<PathBuf>,
+    #[command(flatten)]
+    pub live: LiveArgs,
     /// Record file to write
     #[arg(short, long, default_value = "udamon.udr")]
     pub output: PathBuf,
@@ -125,8 +150,10 @@ pub struct ApplyArgs {
     /// Scheme file: one-line text, TOML or JSON (see docs/schemes.md)
     pub schemes: PathBuf,
     /// Simulated workload spec (TOML, see docs/sim-spec.md)
-    #[arg(long, value_name = "SPEC", required = true)]
-    pub sim: PathBuf,
+    #[arg(long, value_name = "SPEC", required_unless_present_any = ["pid", "command"])]
+    pub sim: Option<PathBuf>,
+    #[command(flatten)]
+    pub live: LiveArgs,
     /// Also write a record of the run with schemes
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -265,6 +292,18 @@ pub struct AccuracyArgs {
     /// Access frequency (0-1) at or above which memory counts as hot
     #[arg(long, default_value_t = 0.2)]
     pub hot_threshold: f64,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// damo record file (`damo record --output_type json|json_compressed|perf_script`)
+    pub file: PathBuf,
+    /// udamon record to write
+    #[arg(short, long, default_value = "damo-import.udr")]
+    pub output: PathBuf,
+    /// Print what was imported as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -9,6 +9,7 @@ use super::record::{
     attrs_from, duration_arg, print_scheme_table, read_spec, run_sim, RunSummary, SimRun,
 };
 use crate::cli::{ApplyArgs, SchemesCommand};
+use crate::cmd::live::{live_target, print_summary, root_of, run_live, LiveRun, OpsChoice};
 use crate::output::print_json;
 use crate::UsageError;
 use udamon_sim::MonitorKind;
@@ -48,14 +49,24 @@ pub fn run(a: ApplyArgs) -> Result<()> {
             s.action = Action::Stat;
         }
     }
-    let spec_text = read_spec(&a.sim)?;
-    let origin = a.sim.display().to_string();
     let duration_us = a
         .duration
         .as_deref()
         .map(|d| duration_arg("duration", d))
         .transpose()?;
     let attrs = attrs_from(&a.attrs)?;
+    let Some(sim) = &a.sim else {
+        return apply_live(&a, schemes, attrs, duration_us);
+    };
+    if a.live.ops != OpsChoice::Auto {
+        return Err(UsageError(format!(
+            "--ops {} acts on a live process (--pid or -- CMD); --sim runs the simulator",
+            a.live.ops.name()
+        ))
+        .into());
+    }
+    let spec_text = read_spec(sim)?;
+    let origin = sim.display().to_string();
     let mut run = SimRun {
         spec_text: &spec_text,
         origin: &origin,
@@ -92,6 +103,39 @@ pub fn run(a: ApplyArgs) -> Result<()> {
     if let Some(p) = &a.output {
         println!("\nwrote {}", p.display());
     }
+    Ok(())
+}
+
+/// Schemes on a live process: no baseline run (the process runs once);
+/// the statistics table and the target's RSS before and after.
+fn apply_live(
+    a: &ApplyArgs,
+    schemes: Vec<Damos>,
+    attrs: udamon_core::Attrs,
+    duration_us: Option<u64>,
+) -> Result<()> {
+    if a.seed.is_some() {
+        return Err(UsageError("--seed applies to the simulator (--sim) only".into()).into());
+    }
+    let target = live_target(a.live.pid, &a.live.command)
+        .ok_or_else(|| UsageError("give --sim SPEC, --pid PID or -- CMD ARGS".into()))?;
+    let root = root_of(&a.live.root);
+    let run = LiveRun {
+        target,
+        ops: a.live.ops,
+        root: &root,
+        attrs,
+        schemes,
+        duration_us,
+        progress: !a.json,
+    };
+    let s = run_live(&run, a.output.as_deref())?;
+    if a.json {
+        return print_json(&s);
+    }
+    print_scheme_table(&s.schemes);
+    println!();
+    print_summary(&s);
     Ok(())
 }
 

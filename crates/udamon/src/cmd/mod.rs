@@ -4,6 +4,8 @@ mod apply;
 mod bench;
 mod demo;
 mod features;
+mod import;
+pub mod live;
 mod record;
 pub mod replay;
 mod report;
@@ -27,6 +29,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(a) => bench::run(a),
         Command::Tune(a) => tune::run(a),
         Command::Replay(a) => replay::run(a),
+        Command::Import(a) => import::run(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "udamon", &mut std::io::stdout());
             Ok(())

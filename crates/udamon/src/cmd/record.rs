@@ -14,6 +14,7 @@ use udamon_sim::units::parse_duration_us;
 use udamon_sim::{build_engine, build_monitor, Model, MonitorKind, SimOps, Workload};
 
 use crate::cli::{AttrsArgs, RecordArgs};
+use crate::cmd::live::{live_target, print_summary, root_of, run_live, LiveRun, OpsChoice};
 use crate::output::{print_json, Progress};
 use crate::UsageError;
 
@@ -335,15 +336,25 @@ pub fn print_scheme_table(reports: &[SchemeReport]) {
 }
 
 pub fn run(a: RecordArgs) -> Result<()> {
-    let spec_text = read_spec(&a.sim)?;
     let duration_us = a
         .duration
         .as_deref()
         .map(|d| duration_arg("duration", d))
         .transpose()?;
+    let Some(sim) = &a.sim else {
+        return record_live(&a, duration_us);
+    };
+    if a.live.ops != OpsChoice::Auto {
+        return Err(UsageError(format!(
+            "--ops {} watches a live process (--pid or -- CMD); --sim runs the simulator",
+            a.live.ops.name()
+        ))
+        .into());
+    }
+    let spec_text = read_spec(sim)?;
     let run = SimRun {
         spec_text: &spec_text,
-        origin: &a.sim.display().to_string(),
+        origin: &sim.display().to_string(),
         seed: a.seed,
         duration_us,
         attrs: attrs_from(&a.attrs)?,
@@ -367,6 +378,33 @@ pub fn run(a: RecordArgs) -> Result<()> {
         udamon_report::fmt_bytes(s.record_bytes),
         s.elapsed_s
     );
+    Ok(())
+}
+
+fn record_live(a: &RecordArgs, duration_us: Option<u64>) -> Result<()> {
+    if a.fixed_regions.is_some() || a.full_scan || a.seed.is_some() {
+        return Err(UsageError(
+            "--fixed-regions, --full-scan and --seed apply to the simulator (--sim) only".into(),
+        )
+        .into());
+    }
+    let target = live_target(a.live.pid, &a.live.command)
+        .ok_or_else(|| UsageError("give --sim SPEC, --pid PID or -- CMD ARGS".into()))?;
+    let root = root_of(&a.live.root);
+    let run = LiveRun {
+        target,
+        ops: a.live.ops,
+        root: &root,
+        attrs: attrs_from(&a.attrs)?,
+        schemes: Vec::new(),
+        duration_us,
+        progress: !a.json,
+    };
+    let s = run_live(&run, Some(&a.output))?;
+    if a.json {
+        return print_json(&s);
+    }
+    print_summary(&s);
     Ok(())
 }
 

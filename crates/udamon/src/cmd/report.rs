@@ -37,7 +37,18 @@ pub fn open(path: &Path) -> Result<Reader> {
     if let Some(t) = reader.tail() {
         eprintln!("udamon: warning: {}: {t}", path.display());
     }
+    if write_only(&reader) {
+        eprintln!(
+            "udamon: note: {} was recorded with soft-dirty bits: it shows writes only; reads are not seen",
+            path.display()
+        );
+    }
     Ok(reader)
+}
+
+/// Whether the record saw writes only (soft-dirty monitoring).
+pub fn write_only(reader: &Reader) -> bool {
+    reader.header().params["write_only"] == serde_json::Value::Bool(true)
 }
 
 /// Parses "START-END" with `parse` for each side.
@@ -141,10 +152,16 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
 /// The image title: the workload and how it was monitored.
 pub fn title(reader: &Reader, path: &Path) -> String {
     let h = reader.header();
-    let name = h.targets.first().map_or(String::new(), |t| t.label.clone());
+    let name = h
+        .targets
+        .first()
+        .map(|t| t.label.clone())
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| path.display().to_string());
     match &h.sim {
         Some(s) => format!("{name} ({}, simulated)", s.monitor),
-        None => format!("{} ({})", path.display(), h.kind),
+        None if write_only(reader) => format!("{name} ({}, writes only)", h.kind),
+        None => format!("{name} ({})", h.kind),
     }
 }
 
@@ -349,15 +366,37 @@ fn summary_cmd(a: JsonFileArgs) -> Result<()> {
         return print_json(&summary);
     }
     let f = |k: &str| summary[k].as_f64();
-    println!(
-        "{} ({}, seed {}): {:.1}s simulated, {} snapshots, {:.0} regions on average",
-        summary["workload"].as_str().unwrap_or("?"),
-        summary["monitor"].as_str().unwrap_or("?"),
-        summary["seed"],
-        f("simulated_s").unwrap_or(0.0),
-        summary["snapshots"],
-        f("avg_nr_regions").unwrap_or(0.0)
-    );
+    if summary.get("ops").is_some() {
+        // A live run.
+        println!(
+            "pid {} ({}) with {} for {:.1}s ({}): {} snapshots, {:.0} regions on average",
+            summary["pid"],
+            summary["command"].as_str().unwrap_or("?"),
+            summary["ops"].as_str().unwrap_or("?"),
+            f("monitored_s").unwrap_or(0.0),
+            summary["ended_by"].as_str().unwrap_or("?"),
+            summary["snapshots"],
+            f("avg_nr_regions").unwrap_or(0.0)
+        );
+        println!("access     {}", summary["access"].as_str().unwrap_or("?"));
+        println!(
+            "udamon CPU {:.4} s/s",
+            f("udamon_cpu_s_per_s").unwrap_or(0.0)
+        );
+        if let Some(k) = f("kdamond_cpu_s_per_s") {
+            println!("kdamond    {k:.4} s/s");
+        }
+    } else {
+        println!(
+            "{} ({}, seed {}): {:.1}s simulated, {} snapshots, {:.0} regions on average",
+            summary["workload"].as_str().unwrap_or("?"),
+            summary["monitor"].as_str().unwrap_or("?"),
+            summary["seed"],
+            f("simulated_s").unwrap_or(0.0),
+            summary["snapshots"],
+            f("avg_nr_regions").unwrap_or(0.0)
+        );
+    }
     if let (Some(avg), Some(peak)) = (f("rss_avg_bytes"), f("rss_peak_bytes")) {
         println!(
             "rss        {} on average, {} at peak",

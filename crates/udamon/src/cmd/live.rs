@@ -1,0 +1,693 @@
+//! Monitoring and schemes on live processes: kernel DAMON through sysfs
+//! (`--ops kdamond`), or our engine over `/proc` primitives paced by the
+//! real clock (`--ops idle`, `--ops softdirty`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use serde::Serialize;
+use udamon_core::schemes::Damos;
+use udamon_core::{Attrs, Engine, Monitor, Operations, Snapshot, Target};
+use udamon_kdamon::trace::{parse_aggregated, Assembler, TraceSession};
+use udamon_kdamon::{KTarget, KdamonConfig, KdamonDriver, OpsKind};
+use udamon_proc::{unsupported_reason, AccessMode, Paced, ProcError, ProcOps};
+use udamon_record::{Header, TargetInfo, Writer};
+
+use crate::cmd::record::{scheme_reports, SchemeReport};
+use crate::features::{probe, Features};
+use crate::output::Progress;
+use crate::{CapabilityError, UsageError};
+
+/// How a live process is monitored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpsChoice {
+    /// The best available: kdamond, else idle, else softdirty
+    #[default]
+    Auto,
+    /// Kernel DAMON (vaddr) through sysfs; needs CONFIG_DAMON_SYSFS and
+    /// CONFIG_DAMON_VADDR
+    Kdamond,
+    /// udamon's engine; accesses from the idle page bitmap (reads and
+    /// writes); needs CONFIG_IDLE_PAGE_TRACKING and root
+    Idle,
+    /// udamon's engine; accesses from soft-dirty bits: WRITES ONLY; needs
+    /// CONFIG_MEM_SOFT_DIRTY
+    Softdirty,
+}
+
+impl OpsChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpsChoice::Auto => "auto",
+            OpsChoice::Kdamond => "kdamond",
+            OpsChoice::Idle => "idle",
+            OpsChoice::Softdirty => "softdirty",
+        }
+    }
+
+    /// What the path sees, for headers and summaries.
+    pub fn access(self) -> &'static str {
+        match self {
+            OpsChoice::Softdirty => "writes only (soft-dirty): reads are not seen",
+            _ => "reads and writes (accessed bits)",
+        }
+    }
+}
+
+/// What to monitor.
+#[derive(Clone, Debug)]
+pub enum LiveTarget {
+    Pid(u32),
+    /// Started by udamon, followed until it exits.
+    Command(Vec<String>),
+}
+
+/// A live run to perform.
+pub struct LiveRun<'a> {
+    pub target: LiveTarget,
+    pub ops: OpsChoice,
+    /// "/" in production; a fake tree in tests.
+    pub root: &'a Path,
+    pub attrs: Attrs,
+    pub schemes: Vec<Damos>,
+    pub duration_us: Option<u64>,
+    pub progress: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LiveSummary {
+    pub output: Option<String>,
+    pub pid: u32,
+    pub command: String,
+    pub ops: OpsChoice,
+    /// Why `--ops auto` picked this path.
+    pub chosen_because: String,
+    pub access: &'static str,
+    /// Where snapshots came from.
+    pub source: String,
+    pub kernel: String,
+    pub monitored_s: f64,
+    pub snapshots: u64,
+    pub avg_nr_regions: f64,
+    /// udamon's own CPU time (user + system) per second of monitoring.
+    pub udamon_cpu_s_per_s: f64,
+    /// The kdamond thread's CPU time per second (kernel DAMON only).
+    pub kdamond_cpu_s_per_s: Option<f64>,
+    /// The target's resident set at the start and the end (kB, VmRSS).
+    pub rss_start_kb: Option<u64>,
+    pub rss_end_kb: Option<u64>,
+    pub swap_end_kb: Option<u64>,
+    /// Why monitoring ended: "duration", "target exited", "interrupted".
+    pub ended_by: String,
+    pub record_bytes: u64,
+    pub schemes: Vec<SchemeReport>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+fn install_stop_handler() {
+    use std::sync::Once;
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Ctrl-C or SIGTERM: finish the current snapshot, flush, clean up.
+        let _ = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst));
+    });
+}
+
+fn feature<'a>(f: &'a Features, name: &str) -> (bool, &'a str) {
+    f.features
+        .iter()
+        .find(|x| x.name == name)
+        .map_or((false, "not probed"), |x| (x.available, x.detail.as_str()))
+}
+
+/// Why each path is or is not usable here; `None` when usable.
+fn path_blocker(f: &Features, ops: OpsChoice) -> Option<String> {
+    let need = |names: &[&str]| {
+        let missing: Vec<String> = names
+            .iter()
+            .filter_map(|n| {
+                let (ok, detail) = feature(f, n);
+                (!ok).then(|| format!("{n}: {detail}"))
+            })
+            .collect();
+        (!missing.is_empty()).then(|| missing.join("; "))
+    };
+    match ops {
+        OpsChoice::Kdamond => need(&["kernel_damon_sysfs", "kernel_damon_vaddr"]).or_else(|| {
+            f.foreign_kdamonds.first().map(|k| {
+                format!(
+                    "kdamond {} (state {}, pid {}) exists and was not created by udamon; \
+                     udamon never takes over a kdamond it did not create",
+                    k.index,
+                    k.state,
+                    k.pid.map_or("-".into(), |p| p.to_string())
+                )
+            })
+        }),
+        OpsChoice::Idle => need(&["idle_page_bitmap", "pagemap_pfn"]),
+        OpsChoice::Softdirty => need(&["soft_dirty"]),
+        OpsChoice::Auto => None,
+    }
+}
+
+/// Picks the path: the one asked for, or the best available for `auto`.
+fn choose(f: &Features, asked: OpsChoice) -> Result<(OpsChoice, String)> {
+    if asked != OpsChoice::Auto {
+        return match path_blocker(f, asked) {
+            None => Ok((asked, "asked for with --ops".into())),
+            Some(why) => Err(CapabilityError(format!(
+                "--ops {} is not available on this machine (kernel {}): {why}",
+                asked.name(),
+                f.kernel
+            ))
+            .into()),
+        };
+    }
+    let mut why_not = Vec::new();
+    for o in [OpsChoice::Kdamond, OpsChoice::Idle, OpsChoice::Softdirty] {
+        match path_blocker(f, o) {
+            None => {
+                let because = if why_not.is_empty() {
+                    "the best path, available".to_string()
+                } else {
+                    format!("not {}", why_not.join(", not "))
+                };
+                return Ok((o, because));
+            }
+            Some(w) => why_not.push(format!("{} ({w})", o.name())),
+        }
+    }
+    Err(CapabilityError(format!(
+        "cannot monitor a live process on this machine (kernel {}): no access-check primitive \
+         is available. kdamond: {}. idle: {}. softdirty: {}. \
+         Run `udamon features` for details; the simulator (--sim SPEC) works everywhere",
+        f.kernel,
+        path_blocker(f, OpsChoice::Kdamond).unwrap_or_default(),
+        path_blocker(f, OpsChoice::Idle).unwrap_or_default(),
+        path_blocker(f, OpsChoice::Softdirty).unwrap_or_default(),
+    ))
+    .into())
+}
+
+/// Checks that `pid` exists and that we may read its page map (the
+/// kernel's ptrace access check).
+fn check_target(root: &Path, pid: u32) -> Result<()> {
+    let dir = root.join(format!("proc/{pid}"));
+    if !dir.exists() {
+        return Err(UsageError(format!(
+            "process {pid} does not exist ({} is missing); give the pid of a running process",
+            dir.display()
+        ))
+        .into());
+    }
+    let pm = dir.join("pagemap");
+    if let Err(e) = std::fs::File::open(&pm) {
+        return Err(CapabilityError(format!(
+            "cannot monitor process {pid}: opening {} failed: {e}; reading another process's \
+             memory needs the right to ptrace it (same user and kernel.yama.ptrace_scope \
+             allowing it, or CAP_SYS_PTRACE; run as root)",
+            pm.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn comm(root: &Path, pid: u32) -> String {
+    std::fs::read(root.join(format!("proc/{pid}/cmdline")))
+        .ok()
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("pid {pid}"))
+}
+
+/// `VmRSS` and `VmSwap` of a process, in kB.
+pub fn rss_swap_kb(root: &Path, pid: u32) -> (Option<u64>, Option<u64>) {
+    let Ok(s) = std::fs::read_to_string(root.join(format!("proc/{pid}/status"))) else {
+        return (None, None);
+    };
+    let field = |name: &str| {
+        s.lines().find_map(|l| {
+            l.strip_prefix(name)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+    };
+    (field("VmRSS:"), field("VmSwap:"))
+}
+
+/// CPU seconds (user + system) of a thread or process from its stat file.
+fn stat_cpu_s(path: &Path) -> Option<f64> {
+    let s = std::fs::read_to_string(path).ok()?;
+    // Fields after the command name, which is in parentheses.
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ticks / hz)
+}
+
+fn self_cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Kernel DAMON: the driver, and the tracefs session its snapshots come
+/// from (else tried-regions snapshots of a `stat` scheme).
+struct Kernel {
+    driver: KdamonDriver,
+    trace: Option<(TraceSession, Assembler)>,
+    started: Instant,
+}
+
+impl Kernel {
+    fn next(&mut self, deadline_us: Option<u64>) -> Result<Option<Snapshot>> {
+        let Some((session, asm)) = self.trace.as_mut() else {
+            return Ok(self.driver.next_snapshot()?);
+        };
+        let be = |e: std::io::Error| anyhow::anyhow!("reading the damon_aggregated trace: {e}");
+        let mut last_state_check = Instant::now();
+        loop {
+            for line in session.read_lines().map_err(be)? {
+                if let Some(ev) = parse_aggregated(&line) {
+                    if let Some(s) = asm.push(ev) {
+                        return Ok(Some(s));
+                    }
+                }
+            }
+            let elapsed = self.started.elapsed();
+            if STOP.load(Ordering::SeqCst)
+                || deadline_us.is_some_and(|d| elapsed >= Duration::from_micros(d))
+            {
+                return Ok(None);
+            }
+            // The kernel turns the kdamond off once its target is gone.
+            if last_state_check.elapsed() > Duration::from_millis(200) {
+                last_state_check = Instant::now();
+                if self.driver.state()? == "off" {
+                    return Ok(None);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+enum Live {
+    Kernel(Box<Kernel>),
+    /// The engine, and the wall-clock end of its last snapshot (us).
+    Engine(Box<Engine<Paced<ProcOps>, Pcg64Mcg>>, u64),
+}
+
+impl Live {
+    fn monitor(&mut self) -> &mut dyn Monitor {
+        match self {
+            Live::Kernel(k) => &mut k.driver,
+            Live::Engine(e, _) => e.as_mut(),
+        }
+    }
+
+    fn schemes(&mut self, installed: &[Damos]) -> Vec<SchemeReport> {
+        match self {
+            Live::Engine(e, _) => scheme_reports(e.schemes()),
+            Live::Kernel(k) => match k.driver.stats() {
+                Ok(stats) => stats
+                    .into_iter()
+                    .zip(installed)
+                    .enumerate()
+                    .map(|(index, (stats, s))| SchemeReport {
+                        index,
+                        action: s.action.name().to_string(),
+                        description: udamon_scheme_file::describe(s),
+                        stats,
+                        effective_quota_bytes: None,
+                        nr_tried_regions: 0,
+                        tried_regions_bytes: 0,
+                        active: true,
+                    })
+                    .collect(),
+                Err(_) => Vec::new(),
+            },
+        }
+    }
+
+    /// One snapshot, or `None` at the end; the engine is stepped here so
+    /// that a stop request or a vanished target is seen within one sample.
+    fn next(&mut self, started: Instant, deadline_us: Option<u64>) -> Result<Option<Snapshot>> {
+        match self {
+            Live::Kernel(k) => k.next(deadline_us),
+            Live::Engine(e, last_end_us) => loop {
+                if STOP.load(Ordering::SeqCst)
+                    || !e.ops().target_valid(0)
+                    || deadline_us.is_some_and(|d| started.elapsed() >= Duration::from_micros(d))
+                {
+                    return Ok(None);
+                }
+                let snap = e.tick();
+                if let Some(err) = e.ops_mut().inner_mut().take_error() {
+                    if matches!(err, ProcError::PfnHidden { .. } | ProcError::Denied { .. }) {
+                        return Err(CapabilityError(err.to_string()).into());
+                    }
+                    eprintln!("udamon: warning: {err}");
+                }
+                // Watermark waits advance the logical clock without sampling:
+                // keep the wall clock in step.
+                let ahead = Duration::from_micros(e.now_us()).saturating_sub(started.elapsed());
+                if !ahead.is_zero() {
+                    std::thread::sleep(ahead);
+                }
+                if let Some(mut s) = snap {
+                    // Live snapshots carry wall-clock times, as the kernel's
+                    // tracepoint does: a sample takes its interval plus the
+                    // work, so windows last longer than aggr_us.
+                    let now = started.elapsed().as_micros() as u64;
+                    s.start_us = *last_end_us;
+                    s.end_us = now.max(*last_end_us);
+                    *last_end_us = s.end_us;
+                    return Ok(Some(s));
+                }
+            },
+        }
+    }
+}
+
+fn kdamond_pid(root: &Path) -> Option<u32> {
+    std::fs::read_to_string(root.join("sys/kernel/mm/damon/admin/kdamonds/0/pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Runs a live monitor (with `run.schemes`, possibly none), writing a
+/// record to `out`.
+pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
+    let features = probe(run.root);
+    let (ops, because) = choose(&features, run.ops)?;
+    if ops != OpsChoice::Kdamond {
+        for (i, s) in run.schemes.iter().enumerate() {
+            if let Some(why) = unsupported_reason(s) {
+                return Err(CapabilityError(format!("scheme {i}: {why}")).into());
+            }
+        }
+    }
+    install_stop_handler();
+    let mut child: Option<Child> = None;
+    let pid = match &run.target {
+        LiveTarget::Pid(p) => *p,
+        LiveTarget::Command(argv) => {
+            let c = Command::new(&argv[0])
+                .args(&argv[1..])
+                .spawn()
+                .map_err(|e| UsageError(format!("cannot start {:?}: {e}", argv[0])))?;
+            let p = c.id();
+            child = Some(c);
+            p
+        }
+    };
+    let result = monitor_pid(run, out, pid, ops, because, &features);
+    if let Some(mut c) = child {
+        // udamon started the command, so udamon ends it when monitoring
+        // stops before it exits (duration passed, Ctrl-C).
+        if c.try_wait().ok().flatten().is_none() {
+            // SAFETY: kill with a pid we spawned and have not reaped.
+            unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        }
+        let _ = c.wait();
+    }
+    result
+}
+
+fn monitor_pid(
+    run: &LiveRun,
+    out: Option<&Path>,
+    pid: u32,
+    ops: OpsChoice,
+    because: String,
+    features: &Features,
+) -> Result<LiveSummary> {
+    check_target(run.root, pid)?;
+    let command = comm(run.root, pid);
+    let (rss_start_kb, _) = rss_swap_kb(run.root, pid);
+    let mut source = match ops {
+        OpsChoice::Kdamond => "tracefs damon:damon_aggregated".to_string(),
+        _ => "udamon engine".to_string(),
+    };
+    let mut live = match ops {
+        OpsChoice::Kdamond => {
+            let mut config = KdamonConfig {
+                ops: OpsKind::Vaddr,
+                targets: vec![KTarget {
+                    pid: Some(pid),
+                    regions: Vec::new(),
+                }],
+                attrs: run.attrs,
+                schemes: run.schemes.clone(),
+                snapshots: true,
+            };
+            // The tracepoint first, so no aggregation is missed.
+            let trace = match TraceSession::open(run.root) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    source = format!("tried-regions snapshots (no tracefs: {e})");
+                    None
+                }
+            };
+            config.snapshots = trace.is_none();
+            let mut d = KdamonDriver::new(run.root.to_path_buf(), config);
+            d.start()
+                .map_err(|e| CapabilityError(format!("cannot start kernel DAMON: {e}")))?;
+            let asm = Assembler::new(1, run.attrs.sample_us, run.attrs.aggr_us);
+            Live::Kernel(Box::new(Kernel {
+                driver: d,
+                trace: trace.map(|t| (t, asm)),
+                started: Instant::now(),
+            }))
+        }
+        _ => {
+            let mode = if ops == OpsChoice::Idle {
+                AccessMode::IdlePage
+            } else {
+                AccessMode::SoftDirtyWriteOnly
+            };
+            let p = ProcOps::new(run.root, &[pid], mode).map_err(|e| match e {
+                ProcError::Gone { .. } => anyhow::Error::from(UsageError(e.to_string())),
+                e => CapabilityError(e.to_string()).into(),
+            })?;
+            let seed = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let mut e = Engine::new(
+                run.attrs,
+                Paced::new(p),
+                vec![Target::new(pid)],
+                Pcg64Mcg::seed_from_u64(seed),
+            )
+            .map_err(|e| UsageError(format!("cannot monitor process {pid}: {e}")))?;
+            e.set_schemes(run.schemes.clone());
+            Live::Engine(Box::new(e), 0)
+        }
+    };
+    live.monitor().set_deadline(run.duration_us);
+
+    let header = Header {
+        kind: ops.name().to_string(),
+        targets: vec![TargetInfo {
+            pid,
+            label: command.clone(),
+        }],
+        params: serde_json::json!({
+            "ops": ops.name(),
+            "access": ops.access(),
+            "write_only": ops == OpsChoice::Softdirty,
+            "source": source,
+            "kernel": features.kernel,
+            "duration_us": run.duration_us,
+            "schemes": udamon_scheme_file::to_json(&run.schemes),
+        }),
+        ..Header::new(ops.name(), run.attrs)
+    };
+    let mut writer = match out {
+        Some(p) => Some(
+            Writer::create(p, &header).with_context(|| format!("cannot write {}", p.display()))?,
+        ),
+        None => None,
+    };
+    eprintln!(
+        "udamon: monitoring pid {pid} ({command}) with {} ({because}); sees {}; snapshots from {source}",
+        ops.name(),
+        ops.access()
+    );
+    let kpid = (ops == OpsChoice::Kdamond)
+        .then(|| kdamond_pid(run.root))
+        .flatten();
+    let kstat =
+        |k: Option<u32>| k.and_then(|k| stat_cpu_s(&run.root.join(format!("proc/{k}/stat"))));
+    let kcpu0 = kstat(kpid);
+    let cpu0 = self_cpu_s();
+    let started = Instant::now();
+    let mut progress = run
+        .duration_us
+        .filter(|_| run.progress)
+        .map(|d| Progress::new(d, "monitoring"));
+    let (mut snapshots, mut regions) = (0u64, 0u64);
+    let mut next_stats_us = 0;
+    let mut ended_by = "target exited";
+    loop {
+        if STOP.load(Ordering::SeqCst) {
+            ended_by = "interrupted";
+            break;
+        }
+        let Some(s) = live.next(started, run.duration_us)? else {
+            if STOP.load(Ordering::SeqCst) {
+                ended_by = "interrupted";
+            } else if run
+                .duration_us
+                .is_some_and(|d| started.elapsed() >= Duration::from_micros(d))
+            {
+                ended_by = "duration";
+            }
+            break;
+        };
+        snapshots += 1;
+        regions += s.nr_regions() as u64;
+        if let Some(w) = writer.as_mut() {
+            w.push_snapshot(&s)?;
+            if !run.schemes.is_empty() && s.end_us >= next_stats_us {
+                next_stats_us = s.end_us + 1_000_000;
+                let reports = live.schemes(&run.schemes);
+                let entry = serde_json::json!({ "end_us": s.end_us, "schemes": reports });
+                w.push_json("schemes", &entry)?;
+            }
+        }
+        if let Some(p) = progress.as_mut() {
+            p.set(s.end_us);
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+    let schemes = if run.schemes.is_empty() {
+        Vec::new()
+    } else {
+        live.schemes(&run.schemes)
+    };
+    let kcpu1 = kstat(kpid);
+    let cpu = self_cpu_s() - cpu0;
+    let (rss_end_kb, swap_end_kb) = rss_swap_kb(run.root, pid);
+    if let Live::Kernel(k) = &mut live {
+        k.trace = None;
+        k.driver
+            .stop()
+            .map_err(|e| anyhow::anyhow!("stopping kernel DAMON: {e}"))?;
+    }
+    let mut summary = LiveSummary {
+        output: out.map(|p| p.display().to_string()),
+        pid,
+        command,
+        ops,
+        chosen_because: because,
+        access: ops.access(),
+        source,
+        kernel: features.kernel.clone(),
+        monitored_s: elapsed,
+        snapshots,
+        avg_nr_regions: if snapshots > 0 {
+            regions as f64 / snapshots as f64
+        } else {
+            0.0
+        },
+        udamon_cpu_s_per_s: cpu / elapsed,
+        kdamond_cpu_s_per_s: kcpu0.zip(kcpu1).map(|(a, b)| (b - a) / elapsed),
+        rss_start_kb,
+        rss_end_kb,
+        swap_end_kb,
+        ended_by: ended_by.into(),
+        record_bytes: 0,
+        schemes,
+    };
+    if let Some(mut w) = writer {
+        if !summary.schemes.is_empty() {
+            w.push_json(
+                "schemes",
+                &serde_json::json!({ "end_us": (elapsed * 1e6) as u64, "schemes": summary.schemes }),
+            )?;
+        }
+        w.push_json("summary", &serde_json::to_value(&summary)?)?;
+        w.flush_frame()?;
+        summary.record_bytes = w.bytes_written();
+        w.finish()?;
+    }
+    if let Some(p) = progress {
+        p.finish();
+    }
+    Ok(summary)
+}
+
+/// The one-paragraph human summary of a live run.
+pub fn print_summary(s: &LiveSummary) {
+    let kb = |v: Option<u64>| v.map_or("?".into(), |k| udamon_report::fmt_bytes(k * 1024));
+    println!(
+        "monitored pid {} ({}) with {} for {:.1}s ({}): {} snapshots, {:.0} regions on average",
+        s.pid,
+        s.command,
+        s.ops.name(),
+        s.monitored_s,
+        s.ended_by,
+        s.snapshots,
+        s.avg_nr_regions
+    );
+    println!(
+        "  access checks see {}; snapshots from {}",
+        s.access, s.source
+    );
+    print!(
+        "  udamon CPU: {:.4} s per second of monitoring",
+        s.udamon_cpu_s_per_s
+    );
+    match s.kdamond_cpu_s_per_s {
+        Some(k) => println!("; kdamond: {k:.4} s/s"),
+        None => println!(),
+    }
+    println!(
+        "  target RSS {} -> {}; swap {}",
+        kb(s.rss_start_kb),
+        kb(s.rss_end_kb),
+        kb(s.swap_end_kb)
+    );
+    if let Some(o) = &s.output {
+        println!("wrote {o} ({})", udamon_report::fmt_bytes(s.record_bytes));
+    }
+}
+
+/// Builds the live target from `--pid` or the trailing command.
+pub fn live_target(pid: Option<u32>, command: &[String]) -> Option<LiveTarget> {
+    match (pid, command.is_empty()) {
+        (Some(p), _) => Some(LiveTarget::Pid(p)),
+        (None, false) => Some(LiveTarget::Command(command.to_vec())),
+        (None, true) => None,
+    }
+}
+
+/// The root the live paths read (hidden test flag `--root`).
+pub fn root_of(p: &Option<PathBuf>) -> PathBuf {
+    p.clone().unwrap_or_else(|| PathBuf::from("/"))
+}

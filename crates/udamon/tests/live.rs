@@ -1,0 +1,245 @@
+//! Live paths of `record` and `apply` against fake /proc and /sys trees
+//! (the hidden `--root` flag). No test here touches the machine's own
+//! DAMON sysfs: every path the binary reads or writes is under a temp dir.
+
+use std::fs;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn udamon(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_udamon"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run udamon")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn write(root: &Path, p: &str, s: &str) {
+    let p = root.join(p);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, s).unwrap();
+}
+
+fn snapshot_tree(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.clone(), fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+const PID: u32 = 4242;
+
+/// A kernel with DAMON vaddr and soft-dirty, and process PID with three
+/// mappings whose pagemap says: heap pages present, the first half
+/// soft-dirty.
+fn fake_machine(root: &Path) {
+    write(root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
+    write(
+        root,
+        "boot/config-6.12.0-test",
+        "CONFIG_DAMON_VADDR=y\nCONFIG_DAMON_PADDR=y\nCONFIG_MEM_SOFT_DIRTY=y\n",
+    );
+    let d = format!("proc/{PID}");
+    write(
+        root,
+        &format!("{d}/maps"),
+        "00400000-00500000 r-xp 00000000 00:00 0 /bin/x\n\
+         10000000-10400000 rw-p 00000000 00:00 0 [heap]\n\
+         7f0000000000-7f0000100000 rw-p 00000000 00:00 0 [stack]\n",
+    );
+    write(root, &format!("{d}/cmdline"), "fake\0workload\0");
+    write(
+        root,
+        &format!("{d}/status"),
+        "VmRSS:\t 4096 kB\nVmSwap:\t 0 kB\n",
+    );
+    write(root, &format!("{d}/clear_refs"), "");
+    let pm = fs::File::create(root.join(format!("{d}/pagemap"))).unwrap();
+    let (present, soft_dirty) = (1u64 << 63, 1u64 << 55);
+    for page in 0x10000u64..0x10400 {
+        let e = present | if page < 0x10200 { soft_dirty } else { 0 } | page;
+        pm.write_all_at(&e.to_le_bytes(), page * 8).unwrap();
+    }
+}
+
+#[test]
+fn busy_foreign_kdamond_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    let admin = "sys/kernel/mm/damon/admin/kdamonds";
+    write(&root, &format!("{admin}/nr_kdamonds"), "1\n");
+    write(&root, &format!("{admin}/0/state"), "on\n");
+    write(&root, &format!("{admin}/0/pid"), "77\n");
+    write(&root, &format!("{admin}/0/contexts/nr_contexts"), "1\n");
+    fs::write(dir.path().join("prcl.txt"), "4K max 0 0 5s max pageout\n").unwrap();
+    let before = snapshot_tree(&root);
+    let r = root.to_str().unwrap();
+    let pid = PID.to_string();
+    for args in [
+        vec!["record", "--ops", "kdamond", "--pid", &pid, "--root", r],
+        vec!["record", "--pid", &pid, "--root", r, "--duration", "1s"],
+        vec![
+            "apply", "prcl.txt", "--ops", "kdamond", "--pid", &pid, "--root", r,
+        ],
+    ] {
+        let out = udamon(dir.path(), &args);
+        let err = text(&out.stderr);
+        if args.contains(&"kdamond") {
+            assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+            assert!(err.contains("kdamond 0 (state on, pid 77)"), "{err}");
+            assert!(err.contains("not created by udamon"), "{err}");
+        } else {
+            // auto falls back to soft-dirty, which this fake kernel has.
+            assert!(out.status.success(), "{args:?}: {err}");
+            assert!(err.contains("with softdirty (not kdamond"), "{err}");
+        }
+        // No kdamond file changed and none appeared.
+        let after: Vec<_> = snapshot_tree(&root)
+            .into_iter()
+            .filter(|(p, _)| p.starts_with(root.join("sys")))
+            .collect();
+        let before_sys: Vec<_> = before
+            .iter()
+            .filter(|(p, _)| p.starts_with(root.join("sys")))
+            .cloned()
+            .collect();
+        assert_eq!(after, before_sys, "{args:?} wrote under sys/");
+    }
+}
+
+#[test]
+fn softdirty_record_is_labelled_write_only_and_sees_the_written_half() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    let r = root.to_str().unwrap();
+    let pid = PID.to_string();
+    let out = udamon(
+        dir.path(),
+        &[
+            "record",
+            "--ops",
+            "softdirty",
+            "--pid",
+            &pid,
+            "--root",
+            r,
+            "--duration",
+            "1s",
+            "-o",
+            "sd.udr",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["ops"], "softdirty");
+    assert_eq!(s["ended_by"], "duration");
+    assert!(s["access"].as_str().unwrap().contains("writes only"), "{s}");
+    assert!(s["snapshots"].as_u64().unwrap() >= 8, "{s}");
+    // clear_refs got "4" (soft-dirty reset) from the monitor.
+    assert_eq!(
+        fs::read_to_string(root.join(format!("proc/{PID}/clear_refs"))).unwrap(),
+        "4"
+    );
+
+    let raw = udamon(dir.path(), &["report", "raw", "sd.udr"]);
+    assert!(raw.status.success(), "{}", text(&raw.stderr));
+    let raw = text(&raw.stdout);
+    let mut lines = raw.lines();
+    let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["kind"], "softdirty", "{header}");
+    assert_eq!(header["params"]["write_only"], true, "{header}");
+    assert_eq!(header["targets"][0]["label"], "fake workload");
+    // Bytes seen accessed in the soft-dirty half vs the clean half of the heap.
+    let (mut dirty, mut clean) = (0u64, 0u64);
+    for l in lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        for t in v["targets"].as_array().into_iter().flatten() {
+            for reg in t["regions"].as_array().unwrap() {
+                let (s, e) = (reg["start"].as_u64().unwrap(), reg["end"].as_u64().unwrap());
+                if reg["nr_accesses"].as_u64().unwrap() == 0 {
+                    continue;
+                }
+                let mid = 0x1020_0000u64;
+                dirty += e.min(mid).saturating_sub(s.max(0x1000_0000));
+                clean += e.min(0x1040_0000).saturating_sub(s.max(mid));
+            }
+        }
+    }
+    assert!(dirty > 0, "the written half was never seen");
+    // A region straddling the boundary may carry a few clean pages.
+    assert!(
+        clean * 20 < dirty,
+        "clean {clean} vs written {dirty}: the clean half was seen"
+    );
+}
+
+#[test]
+fn user_space_ops_refuse_kernel_only_actions_before_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    fs::write(dir.path().join("lru.txt"), "4K max 0 0 5s max lru_deprio\n").unwrap();
+    let r = root.to_str().unwrap();
+    let pid = PID.to_string();
+    let out = udamon(
+        dir.path(),
+        &[
+            "apply",
+            "lru.txt",
+            "--ops",
+            "softdirty",
+            "--pid",
+            &pid,
+            "--root",
+            r,
+            "-o",
+            "x.udr",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("lru_deprio cannot be done from user space"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("x.udr").exists(),
+        "nothing is written on refusal"
+    );
+}
+
+#[test]
+fn missing_pid_and_missing_target_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    let r = root.to_str().unwrap();
+    let out = udamon(
+        dir.path(),
+        &["record", "--ops", "softdirty", "--pid", "9", "--root", r],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("process 9 does not exist"));
+    let out = udamon(dir.path(), &["record", "--ops", "idle", "--sim", "x.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--ops idle watches a live process"));
+}
