@@ -51,7 +51,7 @@ pub enum KdamonError {
 }
 
 /// The kernel version or config that provides a sysfs entry, by its name.
-pub(crate) fn needs_for_entry(name: &str) -> Option<&'static str> {
+pub fn needs_for_entry(name: &str) -> Option<&'static str> {
     Some(match name {
         "admin" | "kdamonds" | "nr_kdamonds" => "Linux 5.18+ with CONFIG_DAMON_SYSFS",
         "avail_operations" => "Linux 5.19+",
@@ -73,7 +73,7 @@ pub(crate) fn needs_for_entry(name: &str) -> Option<&'static str> {
 
 /// The kernel version or config that accepts a keyword (action, filter
 /// type, goal metric, operations set).
-pub(crate) fn needs_for_keyword(kw: &str) -> Option<&'static str> {
+pub fn needs_for_keyword(kw: &str) -> Option<&'static str> {
     Some(match kw {
         "vaddr" => "CONFIG_DAMON_VADDR",
         "paddr" => "CONFIG_DAMON_PADDR",

@@ -52,7 +52,7 @@ pub mod trace;
 pub mod translate;
 
 pub use driver::{admin_dir, KTarget, KdamonConfig, KdamonDriver, OpsKind};
-pub use error::KdamonError;
+pub use error::{needs_for_entry, needs_for_keyword, KdamonError};
 pub use sysfs::{FsIo, Sysfs};
 
 #[cfg(test)]

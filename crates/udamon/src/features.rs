@@ -1,12 +1,19 @@
 //! What this machine offers udamon, probed read-only under a root path (so
 //! tests can build a fake `/proc` and `/sys`). Nothing here ever writes: in
 //! particular nothing under `sys/kernel/mm/damon` is written, whatever its
-//! state.
+//! state, and no kdamond is created to see which files the kernel offers.
+//! Kernel DAMON features are read from the files of kdamonds that already
+//! exist; without one they are inferred from the kernel version, using the
+//! landmarks of [`needs_for_entry`] and [`needs_for_keyword`] (the table the
+//! kdamond driver names in its own errors).
 
+use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
+use udamon_kdamon::{needs_for_entry, needs_for_keyword};
+use udamon_report::fmt_bytes;
 
 #[derive(Debug, Serialize)]
 pub struct Feature {
@@ -26,191 +33,728 @@ pub struct Kdamond {
 #[derive(Debug, Serialize)]
 pub struct Features {
     pub kernel: String,
+    /// Where the kernel's build options were read; `None` when neither
+    /// `/boot/config-RELEASE` nor `/proc/config.gz` is readable (rows that
+    /// depend on a config option then say so, or go by the kernel version).
+    pub kernel_config: Option<String>,
     pub features: Vec<Feature>,
-    /// kdamonds that exist and that udamon did not create: udamon never
-    /// touches them.
+    /// kdamonds that exist and that udamon did not create (probing creates
+    /// none): udamon never touches them.
     pub foreign_kdamonds: Vec<Kdamond>,
 }
 
-fn read(root: &Path, p: &str) -> Option<String> {
-    fs::read_to_string(root.join(p.trim_start_matches('/')))
-        .ok()
-        .map(|s| s.trim().to_string())
+#[cfg(test)]
+impl Features {
+    pub fn get(&self, name: &str) -> Option<&Feature> {
+        self.features.iter().find(|f| f.name == name)
+    }
 }
 
-fn exists(root: &Path, p: &str) -> bool {
-    root.join(p.trim_start_matches('/')).exists()
+const SYSFS_NEEDS: &str = "Linux 5.18+ with CONFIG_DAMON_SYSFS";
+const ADMIN: &str = "sys/kernel/mm/damon/admin";
+// Shapes of directories in the DAMON tree, relative to ADMIN; `*` stands
+// for any index.
+const KDAMOND: &str = "kdamonds/*";
+const CONTEXT: &str = "kdamonds/*/contexts/*";
+const SCHEME: &str = "kdamonds/*/contexts/*/schemes/*";
+const GOAL: &str = "kdamonds/*/contexts/*/schemes/*/quotas/goals/*";
+
+/// DAMON features gated by one file: row, directory shape, file under it.
+const GATED: [(&str, &str, &str); 6] = [
+    ("damon_tried_regions", SCHEME, "tried_regions"),
+    ("damon_apply_interval", SCHEME, "apply_interval_us"),
+    ("damon_quota_goals", SCHEME, "quotas/goals"),
+    ("damon_migrate_actions", SCHEME, "target_nid"),
+    (
+        "damon_intervals_autotune",
+        CONTEXT,
+        "monitoring_attrs/intervals/intervals_goal",
+    ),
+    ("damon_refresh", KDAMOND, "refresh_ms"),
+];
+/// Quota goal metrics udamon uses, each with the file that came with it.
+const METRICS: [(&str, &str, &str); 4] = [
+    ("user_input", SCHEME, "quotas/goals"),
+    ("some_mem_psi_us", GOAL, "target_metric"),
+    ("node_mem_used_bp", GOAL, "nid"),
+    ("node_mem_free_bp", GOAL, "nid"),
+];
+const FILTER_TYPES: [&str; 8] = [
+    "anon",
+    "memcg",
+    "addr",
+    "target",
+    "young",
+    "hugepage_size",
+    "unmapped",
+    "active",
+];
+const OPS: [&str; 3] = ["vaddr", "fvaddr", "paddr"];
+
+type Version = (u32, u32);
+
+/// Major and minor of "6.12.0-foo" or "6.12+".
+fn version_of(s: &str) -> Option<Version> {
+    let mut it = s.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
-/// The kernel's build options: /boot/config-RELEASE as distributions install
-/// it, else the kernel's own /proc/config.gz.
-fn kernel_config(root: &Path, release: &str) -> Option<String> {
+/// The machine under a root, read-only.
+struct Machine<'a> {
+    root: &'a Path,
+    version: Option<Version>,
+    cfg: Option<String>,
+}
+
+impl Machine<'_> {
+    fn read(&self, p: &str) -> Option<String> {
+        fs::read_to_string(self.root.join(p.trim_start_matches('/')))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
+    fn exists(&self, p: &str) -> bool {
+        self.root.join(p.trim_start_matches('/')).exists()
+    }
+
+    /// Whether a config option is set (`=y` or `=m`); `None` without config.
+    fn config(&self, opt: &str) -> Option<bool> {
+        let cfg = self.cfg.as_ref()?;
+        Some(
+            cfg.lines()
+                .any(|l| l.strip_prefix(opt).is_some_and(|v| v == "=y" || v == "=m")),
+        )
+    }
+
+    fn at_least(&self, v: Version) -> Option<bool> {
+        self.version.map(|k| k >= v)
+    }
+
+    /// Whether the kernel meets `needs` ("Linux X.Y+", "CONFIG_X", or
+    /// "Linux X.Y+ with CONFIG_X"); `None` when that cannot be told.
+    fn meets(&self, needs: &str) -> Option<bool> {
+        let checks: Vec<Option<bool>> = needs
+            .strip_prefix("Linux ")
+            .and_then(version_of)
+            .map(|v| self.at_least(v))
+            .into_iter()
+            .chain(
+                needs
+                    .split_whitespace()
+                    .filter(|w| w.starts_with("CONFIG_"))
+                    .map(|o| self.config(o)),
+            )
+            .collect();
+        if checks.contains(&Some(false)) {
+            Some(false)
+        } else if checks.contains(&None) {
+            None
+        } else {
+            Some(true)
+        }
+    }
+
+    fn version_str(&self) -> String {
+        self.version
+            .map_or("unknown".into(), |(a, b)| format!("{a}.{b}"))
+    }
+
+    /// "CONFIG_X set", "CONFIG_X not set", or "CONFIG_X assumed (...)".
+    fn config_word(&self, opt: &str) -> String {
+        match self.config(opt) {
+            Some(true) => format!("{opt} set"),
+            Some(false) => format!("{opt} not set"),
+            None => format!("{opt} assumed (no kernel config to check)"),
+        }
+    }
+}
+
+/// The kernel's build options and where they were read: /boot/config-RELEASE
+/// as distributions install it, else the kernel's own /proc/config.gz.
+fn kernel_config(root: &Path, release: &str) -> Option<(String, String)> {
     use std::io::Read;
-    if let Some(c) = read(root, &format!("/boot/config-{release}")) {
-        return Some(c);
+    let boot = format!("/boot/config-{release}");
+    if let Ok(c) = fs::read_to_string(root.join(&boot[1..])) {
+        return Some((c, boot));
     }
     let gz = fs::File::open(root.join("proc/config.gz")).ok()?;
     let mut s = String::new();
     flate2::read::GzDecoder::new(gz)
         .read_to_string(&mut s)
         .ok()?;
-    Some(s)
+    Some((s, "/proc/config.gz".into()))
 }
 
-fn config_has(cfg: &Option<String>, opt: &str) -> Option<bool> {
-    let cfg = cfg.as_ref()?;
-    Some(
-        cfg.lines()
-            .any(|l| l == format!("{opt}=y") || l == format!("{opt}=m")),
-    )
+/// "a, b; c, d need X; e needs Y": what is offered, then what the rest need
+/// (consecutive keywords with the same needs grouped).
+fn listing(items: &[(&str, Option<&str>)]) -> String {
+    let offered: Vec<&str> = items
+        .iter()
+        .filter(|(_, n)| n.is_none())
+        .map(|(k, _)| *k)
+        .collect();
+    let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
+    for (k, n) in items {
+        let Some(n) = n else { continue };
+        match groups.last_mut() {
+            Some((ks, last)) if last == n => ks.push(k),
+            _ => groups.push((vec![k], n)),
+        }
+    }
+    let mut parts = vec![if offered.is_empty() {
+        "none".to_string()
+    } else {
+        offered.join(", ")
+    }];
+    parts.extend(groups.iter().map(|(ks, n)| {
+        let verb = if ks.len() == 1 { "needs" } else { "need" };
+        format!("{} {verb} {n}", ks.join(", "))
+    }));
+    parts.join("; ")
+}
+
+/// The kernel DAMON sysfs tree as it is.
+struct Damon {
+    present: bool,
+    /// Shape of every entry under `admin/kdamonds` (indices as `*`) to the
+    /// first entry of that shape, relative to `admin`.
+    seen: BTreeMap<String, String>,
+}
+
+impl Damon {
+    fn read(m: &Machine) -> Damon {
+        let admin = m.root.join(ADMIN);
+        let mut seen = BTreeMap::new();
+        walk(&admin.join("kdamonds"), "kdamonds", "kdamonds", &mut seen);
+        Damon {
+            present: admin.exists(),
+            seen,
+        }
+    }
+
+    /// What DAMON features are read from: directories of `level`'s shape,
+    /// or the kernel version when none exists.
+    fn basis(&self, m: &Machine, level: &str) -> String {
+        match self.seen.get(level) {
+            Some(dir) => format!("read from {dir}"),
+            None => format!("by kernel version {}", m.version_str()) + &self.nothing(level),
+        }
+    }
+
+    /// " (no scheme to inspect)", naming the kdamond when there is none.
+    fn nothing(&self, level: &str) -> String {
+        let noun = match self.seen.contains_key(KDAMOND) {
+            true => level.rsplit('/').nth(1).unwrap_or("").trim_end_matches('s'),
+            false => "kdamond",
+        };
+        format!(" (no {noun} to inspect)")
+    }
+
+    /// Whether the kernel creates `file` in directories of `level`, with
+    /// the evidence or what provides the file: seen in the tree when such a
+    /// directory exists, else by kernel version.
+    fn gate(&self, m: &Machine, level: &str, file: &str) -> (bool, String) {
+        let needs = entry_needs(file);
+        if let Some(at) = self.seen.get(&format!("{level}/{file}")) {
+            return (true, format!("{at} present"));
+        }
+        if let Some(dir) = self.seen.get(level) {
+            return (false, format!("{dir} has no {file}: needs {needs}"));
+        }
+        match m.meets(needs) {
+            Some(true) => (true, self.basis(m, level)),
+            Some(false) => (
+                false,
+                format!("needs {needs}; kernel version {}", m.version_str()) + &self.nothing(level),
+            ),
+            None => (
+                false,
+                format!("needs {needs}; unknown kernel version") + &self.nothing(level),
+            ),
+        }
+    }
+
+    fn rows(&self, m: &Machine, f: &mut Vec<Feature>) {
+        let names = ["damon_operations", "damon_goal_metrics", "damon_filters"];
+        if !self.present {
+            for name in names.into_iter().chain(GATED.map(|g| g.0)) {
+                f.push(Feature {
+                    name,
+                    available: false,
+                    detail: format!("no DAMON sysfs: needs {SYSFS_NEEDS}"),
+                });
+            }
+            return;
+        }
+        let mut row = |name, (available, detail): (bool, String)| {
+            f.push(Feature {
+                name,
+                available,
+                detail,
+            })
+        };
+        row("damon_operations", self.operations(m));
+
+        let (goals, why) = self.gate(m, SCHEME, "quotas/goals");
+        let metrics = METRICS.map(|(kw, level, file)| {
+            let ok = self.gate(m, level, file).0;
+            (
+                kw,
+                (!ok).then(|| needs_for_keyword(kw).unwrap_or(entry_needs(file))),
+            )
+        });
+        let level = if self.seen.contains_key(GOAL) {
+            GOAL
+        } else {
+            SCHEME
+        };
+        row(
+            "damon_goal_metrics",
+            match goals {
+                true => (
+                    true,
+                    format!("{}; {}", listing(&metrics), self.basis(m, level)),
+                ),
+                false => (false, why),
+            },
+        );
+
+        let core = self.gate(m, SCHEME, "core_filters").0;
+        let (filters, why) = match self.gate(m, SCHEME, "filters") {
+            (false, _) if core => self.gate(m, SCHEME, "core_filters"),
+            g => g,
+        };
+        let types = FILTER_TYPES.map(|kw| {
+            let n = needs_for_keyword(kw).unwrap_or(entry_needs("filters"));
+            (kw, (m.meets(n) == Some(false)).then_some(n))
+        });
+        let allow = match m.meets(entry_needs("allow")) {
+            Some(false) => format!("reject only (allow needs {})", entry_needs("allow")),
+            _ => "allow and reject".into(),
+        };
+        let dirs = if core {
+            "core_filters, ops_filters"
+        } else {
+            "filters"
+        };
+        row(
+            "damon_filters",
+            match filters {
+                true => (
+                    true,
+                    format!(
+                        "{}; {allow}; in {dirs}; {}",
+                        listing(&types),
+                        self.basis(m, SCHEME)
+                    ),
+                ),
+                false => (false, why),
+            },
+        );
+
+        for (name, level, file) in GATED {
+            row(name, self.gate(m, level, file));
+        }
+    }
+
+    /// Operations sets: a context's avail_operations, else the kernel config.
+    fn operations(&self, m: &Machine) -> (bool, String) {
+        let needs = |o| needs_for_keyword(o).unwrap_or("a newer kernel");
+        let file = self
+            .seen
+            .get(&format!("{CONTEXT}/avail_operations"))
+            .and_then(|at| Some((m.read(&format!("{ADMIN}/{at}"))?, at)));
+        let (offered, basis) = match file {
+            Some((s, at)) => {
+                let ops: Vec<&str> = s.split_whitespace().collect();
+                (OPS.map(|o| ops.contains(&o)), format!("read from {at}"))
+            }
+            None if m.cfg.is_some() => (
+                OPS.map(|o| m.meets(needs(o)) == Some(true)),
+                "by kernel config".into(),
+            ),
+            None => {
+                let all = OPS.map(|o| format!("{o} needs {}", needs(o)));
+                return (
+                    false,
+                    format!(
+                        "unknown: no context's avail_operations to read and no kernel config ({})",
+                        all.join("; ")
+                    ),
+                );
+            }
+        };
+        let mut items = OPS.map(|o| (o, None));
+        for ((o, n), ok) in items.iter_mut().zip(offered) {
+            *n = (!ok).then(|| needs(o));
+        }
+        (
+            offered.contains(&true),
+            format!("{}; {basis}", listing(&items)),
+        )
+    }
+}
+
+fn entry_needs(file: &str) -> &'static str {
+    needs_for_entry(file.rsplit('/').next().unwrap_or(file)).unwrap_or("a newer kernel")
+}
+
+/// Records every entry under `dir` by shape (see [`Damon::seen`]), without
+/// descending into the (possibly many) regions of `tried_regions`.
+fn walk(dir: &Path, shape: &str, rel: &str, seen: &mut BTreeMap<String, String>) {
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = rd.flatten().collect();
+    entries.sort_by_key(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        (name.parse::<u32>().ok(), name)
+    });
+    for e in entries {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let index = name.parse::<u32>().is_ok();
+        let s = format!("{shape}/{}", if index { "*" } else { &name });
+        let r = format!("{rel}/{name}");
+        seen.entry(s.clone()).or_insert_with(|| r.clone());
+        let dir = e.file_type().is_ok_and(|t| t.is_dir());
+        if dir && !(index && shape.ends_with("tried_regions")) {
+            walk(&e.path(), &s, &r, seen);
+        }
+    }
+}
+
+/// Node numbers of a list such as "0-2,4".
+fn parse_list(s: &str) -> Vec<u32> {
+    s.trim()
+        .split(',')
+        .filter_map(|p| {
+            let (a, b) = p.split_once('-').unwrap_or((p, p));
+            Some(a.parse::<u32>().ok()?..=b.parse().ok()?)
+        })
+        .flatten()
+        .collect()
 }
 
 /// Probes the machine under `root` ("/" for the real one).
 pub fn probe(root: &Path) -> Features {
-    let kernel = read(root, "/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into());
-    let cfg = kernel_config(root, &kernel);
-    let mut f = Vec::new();
-
+    let kernel = fs::read_to_string(root.join("proc/sys/kernel/osrelease"))
+        .map_or("unknown".into(), |s| s.trim().to_string());
+    let (cfg, cfg_src) = kernel_config(root, &kernel).unzip();
+    let m = Machine {
+        root,
+        version: version_of(&kernel),
+        cfg,
+    };
     // Kernel DAMON through sysfs.
-    let damon = "/sys/kernel/mm/damon/admin";
-    let has_sysfs = exists(root, damon);
-    f.push(Feature {
+    let damon = Damon::read(&m);
+    let mut f = vec![Feature {
         name: "kernel_damon_sysfs",
-        available: has_sysfs,
-        detail: if has_sysfs {
-            format!("{damon} present")
-        } else {
-            "no /sys/kernel/mm/damon/admin (needs Linux 5.18+ with CONFIG_DAMON_SYSFS)".into()
+        available: damon.present,
+        detail: match damon.present {
+            true => format!("/{ADMIN} present"),
+            false => format!("no /{ADMIN} (needs {SYSFS_NEEDS})"),
         },
-    });
-    for (name, opt, what) in [
-        (
-            "kernel_damon_vaddr",
-            "CONFIG_DAMON_VADDR",
-            "virtual address monitoring of processes",
-        ),
-        (
-            "kernel_damon_paddr",
-            "CONFIG_DAMON_PADDR",
-            "physical address monitoring",
-        ),
-    ] {
-        let (available, detail) = match config_has(&cfg, opt) {
-            Some(true) => (has_sysfs, format!("{opt} is set ({what})")),
-            Some(false) => (false, format!("{opt} is not set in this kernel ({what} needs it)")),
-            None => (false, format!("unknown: no kernel config at /boot/config-{kernel} or /proc/config.gz to check {opt}")),
-        };
+    }];
+    damon.rows(&m, &mut f);
+    let mut row = |name, (available, detail): (bool, String)| {
         f.push(Feature {
             name,
             available,
             detail,
-        });
-    }
+        })
+    };
 
     // kdamonds someone else runs.
     let mut foreign = Vec::new();
-    if let Some(n) =
-        read(root, &format!("{damon}/kdamonds/nr_kdamonds")).and_then(|s| s.parse::<u32>().ok())
+    if let Some(n) = m
+        .read(&format!("{ADMIN}/kdamonds/nr_kdamonds"))
+        .and_then(|s| s.parse::<u32>().ok())
     {
         for i in 0..n {
-            let dir = format!("{damon}/kdamonds/{i}");
+            let dir = format!("{ADMIN}/kdamonds/{i}");
             foreign.push(Kdamond {
                 index: i,
-                state: read(root, &format!("{dir}/state")).unwrap_or_else(|| "unknown".into()),
-                pid: read(root, &format!("{dir}/pid")).and_then(|s| s.parse().ok()),
+                state: m
+                    .read(&format!("{dir}/state"))
+                    .unwrap_or_else(|| "unknown".into()),
+                pid: m.read(&format!("{dir}/pid")).and_then(|s| s.parse().ok()),
             });
         }
     }
 
     let idle = "/sys/kernel/mm/page_idle/bitmap";
-    let has_idle = exists(root, idle);
-    f.push(Feature {
-        name: "idle_page_bitmap",
-        available: has_idle,
-        detail: if has_idle {
-            format!("{idle} present")
+    row(
+        "idle_page_bitmap",
+        if !m.exists(idle) {
+            (
+                false,
+                format!("no {idle} (needs CONFIG_IDLE_PAGE_TRACKING)"),
+            )
+        } else if fs::File::open(root.join(&idle[1..])).is_ok() {
+            (true, format!("{idle} present and readable"))
         } else {
-            "no /sys/kernel/mm/page_idle/bitmap (needs CONFIG_IDLE_PAGE_TRACKING)".into()
+            (
+                false,
+                format!("{idle} present but not readable (needs root)"),
+            )
         },
-    });
+    );
 
-    let pfn = pagemap_pfn_visible(root);
-    f.push(Feature {
-        name: "pagemap_pfn",
-        available: pfn == Some(true),
-        detail: match pfn {
-            Some(true) => "/proc/self/pagemap shows page frame numbers".into(),
-            Some(false) => {
-                "/proc/self/pagemap hides page frame numbers (run as root or with CAP_SYS_ADMIN)"
-                    .into()
+    row(
+        "pagemap_pfn",
+        match pagemap_pfn_visible(root) {
+            Some(true) => (true, "/proc/self/pagemap shows page frame numbers".into()),
+            Some(false) => (
+                false,
+                "/proc/self/pagemap hides page frame numbers (needs root or CAP_SYS_ADMIN)".into(),
+            ),
+            None => (
+                false,
+                "/proc/self/pagemap is not readable (needs CONFIG_PROC_PAGE_MONITOR)".into(),
+            ),
+        },
+    );
+
+    row(
+        "soft_dirty",
+        match m.config("CONFIG_MEM_SOFT_DIRTY") {
+            Some(true) => (
+                true,
+                "CONFIG_MEM_SOFT_DIRTY set (write-only monitoring)".into(),
+            ),
+            Some(false) => (
+                false,
+                "CONFIG_MEM_SOFT_DIRTY not set (write-only monitoring needs it)".into(),
+            ),
+            None => (
+                false,
+                "unknown: no kernel config to check (write-only monitoring needs \
+                 CONFIG_MEM_SOFT_DIRTY)"
+                    .into(),
+            ),
+        },
+    );
+
+    let pm = "Linux 5.10+ with CONFIG_ADVISE_SYSCALLS";
+    row(
+        "process_madvise",
+        match (m.at_least((5, 10)), m.config("CONFIG_ADVISE_SYSCALLS")) {
+            (_, Some(false)) => (
+                false,
+                format!("CONFIG_ADVISE_SYSCALLS not set (needs {pm})"),
+            ),
+            (Some(true), _) => {
+                let collapse = "Linux 6.1+ with CONFIG_TRANSPARENT_HUGEPAGE";
+                let advice = [
+                    ("pageout", None),
+                    ("cold", None),
+                    ("willneed", None),
+                    (
+                        "collapse",
+                        (m.meets(collapse) == Some(false)).then_some(collapse),
+                    ),
+                ];
+                (
+                    true,
+                    format!(
+                        "{}; by kernel version {}, {}; other processes need CAP_SYS_NICE",
+                        listing(&advice),
+                        m.version_str(),
+                        m.config_word("CONFIG_ADVISE_SYSCALLS")
+                    ),
+                )
             }
-            None => "/proc/self/pagemap is not readable".into(),
+            _ => (
+                false,
+                format!("needs {pm}; kernel version {}", m.version_str()),
+            ),
         },
-    });
+    );
 
-    let sd = config_has(&cfg, "CONFIG_MEM_SOFT_DIRTY");
-    f.push(Feature {
-        name: "soft_dirty",
-        available: sd == Some(true),
-        detail: match sd {
-            Some(true) => "CONFIG_MEM_SOFT_DIRTY is set (write-only monitoring)".into(),
-            Some(false) => "CONFIG_MEM_SOFT_DIRTY is not set in this kernel".into(),
-            None => {
-                format!("unknown: no kernel config at /boot/config-{kernel} or /proc/config.gz")
+    let node = "/sys/devices/system/node";
+    let online = m.read(&format!("{node}/online"));
+    let memory = m
+        .read(&format!("{node}/has_memory"))
+        .or_else(|| online.clone())
+        .unwrap_or_default();
+    let mem_nodes = parse_list(&memory);
+    let numa = m.config("CONFIG_NUMA").unwrap_or(online.is_some());
+    row(
+        "move_pages",
+        if !numa || m.config("CONFIG_MIGRATION") == Some(false) {
+            (
+                false,
+                format!(
+                    "needs CONFIG_NUMA and CONFIG_MIGRATION ({}, {})",
+                    m.config_word("CONFIG_NUMA"),
+                    m.config_word("CONFIG_MIGRATION")
+                ),
+            )
+        } else if mem_nodes.len() < 2 {
+            (
+                false,
+                format!(
+                    "needs 2+ NUMA nodes with memory to move pages between; nodes with memory: {}",
+                    if memory.is_empty() { "none" } else { &memory }
+                ),
+            )
+        } else {
+            (
+                true,
+                format!(
+                    "nodes with memory {memory}; {}, {}",
+                    m.config_word("CONFIG_NUMA"),
+                    m.config_word("CONFIG_MIGRATION")
+                ),
+            )
+        },
+    );
+    row(
+        "numa",
+        match &online {
+            None => (false, format!("no {node} (needs CONFIG_NUMA)")),
+            Some(o) => {
+                let nodes: Vec<String> = parse_list(o)
+                    .into_iter()
+                    .map(|n| {
+                        let cpus = m
+                            .read(&format!("{node}/node{n}/cpulist"))
+                            .filter(|c| !c.is_empty())
+                            .map_or("no cpus".into(), |c| format!("cpus {c}"));
+                        let mem = if mem_nodes.contains(&n) {
+                            "memory"
+                        } else {
+                            "no memory"
+                        };
+                        format!("node {n} ({cpus}, {mem})")
+                    })
+                    .collect();
+                let mut detail = nodes.join(", ");
+                let tiers = memory_tiers(root);
+                if !tiers.is_empty() {
+                    detail += &format!("; memory tiers: {}", tiers.join(", "));
+                }
+                (true, detail)
             }
         },
-    });
+    );
 
-    let thp = read(root, "/sys/kernel/mm/transparent_hugepage/enabled");
-    f.push(Feature {
-        name: "transparent_hugepage",
-        available: thp.is_some(),
-        detail: thp.map_or(
-            "no /sys/kernel/mm/transparent_hugepage (needs CONFIG_TRANSPARENT_HUGEPAGE)".into(),
-            |m| format!("mode {m}"),
-        ),
-    });
-    let psi = exists(root, "/proc/pressure/memory");
-    f.push(Feature {
-        name: "psi",
-        available: psi,
-        detail: if psi {
-            "/proc/pressure/memory present".into()
-        } else {
-            "no /proc/pressure/memory (needs CONFIG_PSI)".into()
+    let thp = |f: &str| {
+        m.read(&format!("/sys/kernel/mm/transparent_hugepage/{f}"))
+            .map(|s| {
+                s.split('[')
+                    .nth(1)
+                    .and_then(|r| r.split(']').next())
+                    .map_or(s.clone(), String::from)
+            })
+    };
+    row(
+        "transparent_hugepage",
+        match (thp("enabled"), thp("defrag")) {
+            (None, _) => (
+                false,
+                "no /sys/kernel/mm/transparent_hugepage (needs CONFIG_TRANSPARENT_HUGEPAGE)".into(),
+            ),
+            (Some(e), d) => (
+                true,
+                format!("enabled {e}") + &d.map_or(String::new(), |d| format!(", defrag {d}")),
+            ),
         },
-    });
-    let nodes = read(root, "/sys/devices/system/node/online");
-    f.push(Feature {
-        name: "numa",
-        available: nodes.is_some(),
-        detail: nodes.map_or(
-            "no NUMA information in /sys/devices/system/node".into(),
-            |n| format!("online nodes {n}"),
-        ),
-    });
-    let swaps = read(root, "/proc/swaps").map(|s| s.lines().count().saturating_sub(1));
-    f.push(Feature {
-        name: "swap",
-        available: swaps.unwrap_or(0) > 0,
-        detail: format!("{} swap device(s)", swaps.unwrap_or(0)),
-    });
-    let cg2 = exists(root, "/sys/fs/cgroup/cgroup.controllers");
-    f.push(Feature {
-        name: "cgroup_v2",
-        available: cg2,
-        detail: if cg2 {
-            "unified hierarchy at /sys/fs/cgroup".into()
-        } else {
-            "/sys/fs/cgroup is not a cgroup v2 mount".into()
+    );
+
+    row(
+        "swap",
+        match m.read("/proc/swaps") {
+            None => (false, "no /proc/swaps (needs CONFIG_SWAP)".into()),
+            Some(s) => {
+                let devs: Vec<String> = s
+                    .lines()
+                    .skip(1)
+                    .filter_map(|l| {
+                        let w: Vec<&str> = l.split_whitespace().collect();
+                        let kib =
+                            |i: usize| w.get(i)?.parse::<u64>().ok().map(|k| fmt_bytes(k * 1024));
+                        Some(format!(
+                            "{} {} {}, {} used",
+                            w[0],
+                            w.get(1)?,
+                            kib(2)?,
+                            kib(3)?
+                        ))
+                    })
+                    .collect();
+                match devs.is_empty() {
+                    true => (
+                        false,
+                        "no swap device in /proc/swaps (paging out anonymous memory needs \
+                         one: mkswap and swapon)"
+                            .into(),
+                    ),
+                    false => (true, devs.join("; ")),
+                }
+            }
         },
-    });
+    );
+
+    let psi = "/proc/pressure/memory";
+    row(
+        "psi",
+        if m.exists(psi) {
+            (true, format!("{psi} present"))
+        } else if m.config("CONFIG_PSI") == Some(true) {
+            (
+                false,
+                format!("no {psi}: CONFIG_PSI set but PSI is off (needs the psi=1 boot option)"),
+            )
+        } else {
+            (
+                false,
+                format!("no {psi} (needs Linux 4.20+ with CONFIG_PSI)"),
+            )
+        },
+    );
+
+    row(
+        "cgroup_v2",
+        match m.read("/sys/fs/cgroup/cgroup.controllers") {
+            Some(c) => (
+                true,
+                format!("unified hierarchy at /sys/fs/cgroup, controllers: {c}"),
+            ),
+            None => (
+                false,
+                "/sys/fs/cgroup is not a cgroup v2 mount (needs cgroup2 mounted there: \
+                 CONFIG_CGROUPS, systemd.unified_cgroup_hierarchy=1)"
+                    .into(),
+            ),
+        },
+    );
 
     Features {
         kernel,
+        kernel_config: cfg_src,
         features: f,
         foreign_kdamonds: foreign,
     }
+}
+
+/// "4 (nodes 0)" for every memory tier, in tier order.
+fn memory_tiers(root: &Path) -> Vec<String> {
+    let dir = root.join("sys/devices/virtual/memory_tiering");
+    let mut tiers: Vec<(u32, String)> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let t = name.strip_prefix("memory_tier")?.parse().ok()?;
+            let nodes = fs::read_to_string(e.path().join("nodelist")).ok()?;
+            Some((t, nodes.trim().to_string()))
+        })
+        .collect();
+    tiers.sort();
+    tiers
+        .into_iter()
+        .map(|(t, n)| format!("{t} (nodes {n})"))
+        .collect()
 }
 
 /// Reads this process's pagemap entry for a page it just wrote.
@@ -218,8 +762,7 @@ fn pagemap_pfn_visible(root: &Path) -> Option<bool> {
     use std::io::{Read, Seek, SeekFrom};
     let page = vec![1u8; 8192];
     let addr = page.as_ptr() as u64;
-    let path: PathBuf = root.join("proc/self/pagemap");
-    let mut file = fs::File::open(path).ok()?;
+    let mut file = fs::File::open(root.join("proc/self/pagemap")).ok()?;
     file.seek(SeekFrom::Start(addr / 4096 * 8)).ok()?;
     let mut buf = [0u8; 8];
     file.read_exact(&mut buf).ok()?;
@@ -230,15 +773,9 @@ fn pagemap_pfn_visible(root: &Path) -> Option<bool> {
 }
 
 #[cfg(test)]
-impl Features {
-    pub fn get(&self, name: &str) -> Option<&Feature> {
-        self.features.iter().find(|f| f.name == name)
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn write(root: &Path, p: &str, s: &str) {
         let path = root.join(p);
@@ -246,48 +783,366 @@ mod tests {
         fs::write(path, s).unwrap();
     }
 
-    #[test]
-    fn fake_tree_with_busy_kdamond() {
+    /// A fake tree from (path, content) pairs; DAMON paths relative to admin.
+    fn tree(files: &[(&str, &str)], damon: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        write(root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
-        write(
-            root,
-            "boot/config-6.12.0-test",
-            "CONFIG_DAMON_VADDR=y\n# CONFIG_DAMON_PADDR is not set\nCONFIG_MEM_SOFT_DIRTY=y\n",
-        );
-        write(
-            root,
-            "sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds",
-            "1\n",
-        );
-        write(root, "sys/kernel/mm/damon/admin/kdamonds/0/state", "on\n");
-        write(root, "sys/kernel/mm/damon/admin/kdamonds/0/pid", "4242\n");
+        for (p, s) in files {
+            write(dir.path(), p, s);
+        }
+        for (p, s) in damon {
+            write(dir.path(), &format!("{ADMIN}/{p}"), s);
+        }
+        dir
+    }
+
+    /// Probes, proving that probing wrote nothing: every file keeps its
+    /// content and no file or directory appears.
+    fn probe_read_only(root: &Path) -> Features {
         let before = snapshot_tree(root);
         let f = probe(root);
+        assert_eq!(snapshot_tree(root), before);
+        f
+    }
+
+    fn row<'a>(f: &'a Features, name: &str) -> (bool, &'a str) {
+        let r = f.get(name).unwrap_or_else(|| panic!("no row {name}"));
+        (r.available, &r.detail)
+    }
+
+    #[test]
+    fn fake_tree_with_busy_kdamond() {
+        let dir = tree(
+            &[
+                ("proc/sys/kernel/osrelease", "6.12.0-test\n"),
+                (
+                    "boot/config-6.12.0-test",
+                    "CONFIG_DAMON_VADDR=y\n# CONFIG_DAMON_PADDR is not set\nCONFIG_MEM_SOFT_DIRTY=y\n",
+                ),
+            ],
+            &[
+                ("kdamonds/nr_kdamonds", "1\n"),
+                ("kdamonds/0/state", "on\n"),
+                ("kdamonds/0/pid", "4242\n"),
+                ("kdamonds/0/contexts/nr_contexts", "0\n"),
+            ],
+        );
+        let f = probe_read_only(dir.path());
         assert_eq!(f.kernel, "6.12.0-test");
-        assert!(f.get("kernel_damon_sysfs").unwrap().available);
-        assert!(f.get("kernel_damon_vaddr").unwrap().available);
-        assert!(!f.get("kernel_damon_paddr").unwrap().available);
-        assert!(f.get("soft_dirty").unwrap().available);
-        assert!(!f.get("idle_page_bitmap").unwrap().available);
+        assert_eq!(f.kernel_config.as_deref(), Some("/boot/config-6.12.0-test"));
+        assert!(row(&f, "kernel_damon_sysfs").0);
+        assert_eq!(
+            row(&f, "damon_operations"),
+            (
+                true,
+                "vaddr, fvaddr; paddr needs CONFIG_DAMON_PADDR; by kernel config"
+            )
+        );
+        // A kdamond without a context: context files go by version, and
+        // kdamond files are read.
+        assert_eq!(
+            row(&f, "damon_apply_interval"),
+            (true, "by kernel version 6.12 (no scheme to inspect)")
+        );
+        assert_eq!(
+            row(&f, "damon_refresh"),
+            (false, "kdamonds/0 has no refresh_ms: needs Linux 6.17+")
+        );
+        assert!(row(&f, "soft_dirty").0);
+        assert!(!row(&f, "idle_page_bitmap").0);
         assert_eq!(f.foreign_kdamonds.len(), 1);
         assert_eq!(f.foreign_kdamonds[0].pid, Some(4242));
         assert_eq!(f.foreign_kdamonds[0].state, "on");
-        // Probing wrote nothing: every file has its old content and no file appeared.
-        assert_eq!(snapshot_tree(root), before);
     }
 
-    fn snapshot_tree(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    #[test]
+    fn damon_features_read_from_existing_kdamond_files() {
+        // The version says 6.12, but the files are what the kernel creates:
+        // no target_nid here (say, a distribution kernel without it).
+        let s = "kdamonds/1/contexts/0/schemes/0";
+        let dir = tree(
+            &[("proc/sys/kernel/osrelease", "6.12.3\n")],
+            &[
+                ("kdamonds/nr_kdamonds", "2\n"),
+                ("kdamonds/0/state", "off\n"),
+                ("kdamonds/0/contexts/nr_contexts", "0\n"),
+                ("kdamonds/1/state", "on\n"),
+                ("kdamonds/1/pid", "77\n"),
+                (
+                    "kdamonds/1/contexts/0/avail_operations",
+                    "vaddr\nfvaddr\npaddr\n",
+                ),
+                (
+                    "kdamonds/1/contexts/0/monitoring_attrs/intervals/sample_us",
+                    "5000\n",
+                ),
+                (&format!("{s}/action"), "stat\n"),
+                (&format!("{s}/apply_interval_us"), "0\n"),
+                (&format!("{s}/tried_regions/total_bytes"), "0\n"),
+                (&format!("{s}/tried_regions/0/start"), "4096\n"),
+                (&format!("{s}/quotas/goals/nr_goals"), "1\n"),
+                (&format!("{s}/quotas/goals/0/target_metric"), "user_input\n"),
+                (&format!("{s}/filters/nr_filters"), "0\n"),
+            ],
+        );
+        let f = probe_read_only(dir.path());
+        assert_eq!(
+            row(&f, "damon_operations"),
+            (
+                true,
+                "vaddr, fvaddr, paddr; read from kdamonds/1/contexts/0/avail_operations"
+            )
+        );
+        assert_eq!(
+            row(&f, "damon_apply_interval"),
+            (
+                true,
+                "kdamonds/1/contexts/0/schemes/0/apply_interval_us present"
+            )
+        );
+        assert!(row(&f, "damon_tried_regions").0);
+        assert!(row(&f, "damon_quota_goals").0);
+        assert_eq!(
+            row(&f, "damon_goal_metrics"),
+            (
+                true,
+                "user_input, some_mem_psi_us; node_mem_used_bp, node_mem_free_bp need Linux 6.16+; \
+                 read from kdamonds/1/contexts/0/schemes/0/quotas/goals/0"
+            )
+        );
+        assert_eq!(
+            row(&f, "damon_filters"),
+            (
+                true,
+                "anon, memcg, addr, target, young; hugepage_size, unmapped, active need Linux 6.15+; \
+                 reject only (allow needs Linux 6.14+); in filters; read from kdamonds/1/contexts/0/schemes/0"
+            )
+        );
+        assert_eq!(
+            row(&f, "damon_migrate_actions"),
+            (
+                false,
+                "kdamonds/1/contexts/0/schemes/0 has no target_nid: needs Linux 6.11+"
+            )
+        );
+        assert_eq!(
+            row(&f, "damon_intervals_autotune"),
+            (
+                false,
+                "kdamonds/1/contexts/0 has no monitoring_attrs/intervals/intervals_goal: needs Linux 6.15+"
+            )
+        );
+        let k: Vec<_> = f
+            .foreign_kdamonds
+            .iter()
+            .map(|k| (k.index, k.pid))
+            .collect();
+        assert_eq!(k, [(0, None), (1, Some(77))]);
+    }
+
+    #[test]
+    fn damon_features_by_kernel_version_without_kdamonds() {
+        let dir = tree(
+            &[("proc/sys/kernel/osrelease", "6.12.9-arch1\n")],
+            &[("kdamonds/nr_kdamonds", "0\n")],
+        );
+        let f = probe_read_only(dir.path());
+        assert!(f.foreign_kdamonds.is_empty());
+        assert_eq!(f.kernel_config, None);
+        let by = "by kernel version 6.12 (no kdamond to inspect)";
+        for name in [
+            "damon_tried_regions",
+            "damon_apply_interval",
+            "damon_quota_goals",
+            "damon_migrate_actions",
+        ] {
+            assert_eq!(row(&f, name), (true, by), "{name}");
+        }
+        assert_eq!(
+            row(&f, "damon_intervals_autotune"),
+            (
+                false,
+                "needs Linux 6.15+; kernel version 6.12 (no kdamond to inspect)"
+            )
+        );
+        assert_eq!(
+            row(&f, "damon_goal_metrics"),
+            (
+                true,
+                "user_input, some_mem_psi_us; node_mem_used_bp, node_mem_free_bp need Linux 6.16+; by \
+                 kernel version 6.12 (no kdamond to inspect)"
+            )
+        );
+        let (ok, ops) = row(&f, "damon_operations");
+        assert!(!ok);
+        assert!(
+            ops.starts_with("unknown: no context's avail_operations"),
+            "{ops}"
+        );
+    }
+
+    #[test]
+    fn no_damon_and_nothing_else_names_what_provides_each_row() {
+        let dir = tree(&[("proc/sys/kernel/osrelease", "5.4.0\n")], &[]);
+        let f = probe_read_only(dir.path());
+        assert!(f.foreign_kdamonds.is_empty());
+        for r in &f.features {
+            assert!(!r.available, "{} {}", r.name, r.detail);
+            assert!(r.detail.contains("needs"), "{} {}", r.name, r.detail);
+            if r.name.starts_with("damon_") {
+                assert_eq!(
+                    r.detail,
+                    "no DAMON sysfs: needs Linux 5.18+ with CONFIG_DAMON_SYSFS"
+                );
+            }
+        }
+        assert_eq!(
+            row(&f, "process_madvise").1,
+            "needs Linux 5.10+ with CONFIG_ADVISE_SYSCALLS; kernel version 5.4"
+        );
+        assert_eq!(
+            f.features
+                .iter()
+                .filter(|r| r.name.starts_with("damon_"))
+                .count(),
+            9
+        );
+    }
+
+    #[test]
+    fn process_madvise_move_pages_and_machine_rows_by_config() {
+        let node = "sys/devices/system/node";
+        let numa_box = [
+            ("proc/sys/kernel/osrelease", "6.1.0\n"),
+            (
+                "boot/config-6.1.0",
+                "CONFIG_ADVISE_SYSCALLS=y\nCONFIG_NUMA=y\nCONFIG_MIGRATION=y\nCONFIG_TRANSPARENT_HUGEPAGE=y\n",
+            ),
+            (&format!("{node}/online"), "0-1\n"),
+            (&format!("{node}/has_memory"), "0-1\n"),
+            (&format!("{node}/node0/cpulist"), "0-3\n"),
+            (&format!("{node}/node1/cpulist"), "\n"),
+            ("sys/devices/virtual/memory_tiering/memory_tier4/nodelist", "0\n"),
+            ("sys/devices/virtual/memory_tiering/memory_tier22/nodelist", "1\n"),
+            (
+                "sys/kernel/mm/transparent_hugepage/enabled",
+                "always [madvise] never\n",
+            ),
+            (
+                "proc/swaps",
+                "Filename\tType\tSize\tUsed\tPriority\n/dev/zram0  partition\t1048576\t12288\t100\n",
+            ),
+        ];
+        let dir = tree(&numa_box, &[]);
+        let f = probe_read_only(dir.path());
+        assert_eq!(
+            row(&f, "process_madvise"),
+            (
+                true,
+                "pageout, cold, willneed, collapse; by kernel version 6.1, CONFIG_ADVISE_SYSCALLS \
+                 set; other processes need CAP_SYS_NICE"
+            )
+        );
+        assert_eq!(
+            row(&f, "move_pages"),
+            (
+                true,
+                "nodes with memory 0-1; CONFIG_NUMA set, CONFIG_MIGRATION set"
+            )
+        );
+        assert_eq!(
+            row(&f, "numa"),
+            (
+                true,
+                "node 0 (cpus 0-3, memory), node 1 (no cpus, memory); memory tiers: 4 (nodes 0), 22 (nodes 1)"
+            )
+        );
+        assert_eq!(row(&f, "transparent_hugepage"), (true, "enabled madvise"));
+        assert_eq!(
+            row(&f, "swap"),
+            (true, "/dev/zram0 partition 1.0 GiB, 12.0 MiB used")
+        );
+
+        // Older kernel, one memory node, options off.
+        let dir = tree(
+            &[
+                ("proc/sys/kernel/osrelease", "5.15.0\n"),
+                (
+                    "boot/config-5.15.0",
+                    "CONFIG_ADVISE_SYSCALLS=y\nCONFIG_NUMA=y\nCONFIG_MIGRATION=y\n",
+                ),
+                (&format!("{node}/online"), "0-1\n"),
+                (&format!("{node}/has_memory"), "0\n"),
+            ],
+            &[],
+        );
+        let f = probe_read_only(dir.path());
+        assert_eq!(
+            row(&f, "process_madvise").1,
+            "pageout, cold, willneed; collapse needs Linux 6.1+ with CONFIG_TRANSPARENT_HUGEPAGE; \
+             by kernel version 5.15, CONFIG_ADVISE_SYSCALLS set; other processes need CAP_SYS_NICE"
+        );
+        assert_eq!(
+            row(&f, "move_pages"),
+            (
+                false,
+                "needs 2+ NUMA nodes with memory to move pages between; nodes with memory: 0"
+            )
+        );
+        let dir = tree(
+            &[
+                ("proc/sys/kernel/osrelease", "6.6.0\n"),
+                (
+                    "boot/config-6.6.0",
+                    "# CONFIG_ADVISE_SYSCALLS is not set\n# CONFIG_NUMA is not set\n",
+                ),
+            ],
+            &[],
+        );
+        let f = probe_read_only(dir.path());
+        assert_eq!(
+            row(&f, "process_madvise"),
+            (
+                false,
+                "CONFIG_ADVISE_SYSCALLS not set (needs Linux 5.10+ with CONFIG_ADVISE_SYSCALLS)"
+            )
+        );
+        assert_eq!(
+            row(&f, "move_pages"),
+            (
+                false,
+                "needs CONFIG_NUMA and CONFIG_MIGRATION (CONFIG_NUMA not set, CONFIG_MIGRATION not set)"
+            )
+        );
+    }
+
+    #[test]
+    fn helpers() {
+        assert_eq!(version_of("6.12.0-rc1"), Some((6, 12)));
+        assert_eq!(version_of("unknown"), None);
+        assert_eq!(parse_list("0-2,4\n"), [0, 1, 2, 4]);
+        assert_eq!(parse_list(""), Vec::<u32>::new());
+        assert_eq!(
+            listing(&[
+                ("a", None),
+                ("b", Some("X")),
+                ("c", Some("X")),
+                ("d", Some("Y"))
+            ]),
+            "a; b, c need X; d needs Y"
+        );
+    }
+
+    fn snapshot_tree(root: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
         let mut out = Vec::new();
         let mut stack = vec![root.to_path_buf()];
         while let Some(d) = stack.pop() {
             for e in fs::read_dir(&d).unwrap() {
                 let p = e.unwrap().path();
                 if p.is_dir() {
+                    out.push((p.clone(), None));
                     stack.push(p);
                 } else {
-                    out.push((p.clone(), fs::read(&p).unwrap()));
+                    out.push((p.clone(), Some(fs::read(&p).unwrap())));
                 }
             }
         }

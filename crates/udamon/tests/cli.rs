@@ -200,7 +200,10 @@ fn features_reads_a_fake_tree_and_names_foreign_kdamonds() {
     assert!(out.status.success());
     let s = text(&out.stdout);
     assert!(
-        s.contains("kdamond 0 exists (state on, pid 77) and was not started by udamon"),
+        s.contains(
+            "kdamond 0 (state on, pid 77) was not created by udamon: udamon will not touch it; \
+             --ops kdamond is unavailable while it exists"
+        ),
         "{s}"
     );
     let out = udamon(

@@ -153,7 +153,10 @@ fn softdirty_record_is_labelled_write_only_and_sees_the_written_half() {
     assert_eq!(s["ops"], "softdirty");
     assert_eq!(s["ended_by"], "duration");
     assert!(s["access"].as_str().unwrap().contains("writes only"), "{s}");
-    assert!(s["snapshots"].as_u64().unwrap() >= 8, "{s}");
+    // One aggregation is 20 samples of at least 5 ms each, more on a busy
+    // machine: a second of monitoring gives up to 10 snapshots.
+    let n = s["snapshots"].as_u64().unwrap();
+    assert!((1..=10).contains(&n), "{s}");
     // clear_refs got "4" (soft-dirty reset) from the monitor.
     assert_eq!(
         fs::read_to_string(root.join(format!("proc/{PID}/clear_refs"))).unwrap(),

@@ -11,22 +11,26 @@ pub fn run(a: FeaturesArgs) -> Result<()> {
     if a.json {
         return print_json(&f);
     }
-    println!("kernel {}", f.kernel);
+    let config = f.kernel_config.as_deref().map_or(
+        "no kernel config readable: config-gated rows go by kernel version".into(),
+        |c| format!("config {c}"),
+    );
+    println!("kernel {} ({config})", f.kernel);
     let w = f.features.iter().map(|x| x.name.len()).max().unwrap_or(0);
     for x in &f.features {
         let mark = if x.available { "yes" } else { "no " };
         println!("  {:<w$}  {mark}  {}", x.name, x.detail);
     }
     if f.foreign_kdamonds.is_empty() {
-        println!("no kdamond exists");
-    } else {
-        for k in &f.foreign_kdamonds {
-            let pid = k.pid.map_or("-".into(), |p| p.to_string());
-            println!(
-                "kdamond {} exists (state {}, pid {pid}) and was not started by udamon: udamon never touches it",
-                k.index, k.state
-            );
-        }
+        println!("no kdamond exists (probing creates none)");
+    }
+    for k in &f.foreign_kdamonds {
+        let pid = k.pid.map_or("-".into(), |p| p.to_string());
+        println!(
+            "kdamond {} (state {}, pid {pid}) was not created by udamon: udamon will not touch it; \
+             --ops kdamond is unavailable while it exists",
+            k.index, k.state
+        );
     }
     Ok(())
 }

@@ -128,6 +128,27 @@ fn feature<'a>(f: &'a Features, name: &str) -> (bool, &'a str) {
         .map_or((false, "not probed"), |x| (x.available, x.detail.as_str()))
 }
 
+/// Why kernel DAMON does not offer operations set `op`, from the
+/// `damon_operations` row ("vaddr, paddr; fvaddr needs ...; by kernel
+/// config"); `None` when it does.
+fn damon_lacks(f: &Features, op: &str) -> Option<String> {
+    let (ok, detail) = feature(f, "damon_operations");
+    let items: Vec<&str> = detail
+        .split("; ")
+        .take_while(|s| !s.starts_with("by ") && !s.starts_with("read from"))
+        .flat_map(|s| s.split(", "))
+        .collect();
+    if ok && items.contains(&op) {
+        return None;
+    }
+    Some(
+        match items.iter().find(|i| i.starts_with(&format!("{op} needs"))) {
+            Some(i) => format!("damon_operations: {i}"),
+            None => format!("damon_operations: {detail}"),
+        },
+    )
+}
+
 /// Why each path is or is not usable here; `None` when usable.
 fn path_blocker(f: &Features, ops: OpsChoice) -> Option<String> {
     let need = |names: &[&str]| {
@@ -141,17 +162,19 @@ fn path_blocker(f: &Features, ops: OpsChoice) -> Option<String> {
         (!missing.is_empty()).then(|| missing.join("; "))
     };
     match ops {
-        OpsChoice::Kdamond => need(&["kernel_damon_sysfs", "kernel_damon_vaddr"]).or_else(|| {
-            f.foreign_kdamonds.first().map(|k| {
-                format!(
-                    "kdamond {} (state {}, pid {}) exists and was not created by udamon; \
+        OpsChoice::Kdamond => need(&["kernel_damon_sysfs"])
+            .or_else(|| damon_lacks(f, "vaddr"))
+            .or_else(|| {
+                f.foreign_kdamonds.first().map(|k| {
+                    format!(
+                        "kdamond {} (state {}, pid {}) exists and was not created by udamon; \
                      udamon never takes over a kdamond it did not create",
-                    k.index,
-                    k.state,
-                    k.pid.map_or("-".into(), |p| p.to_string())
-                )
-            })
-        }),
+                        k.index,
+                        k.state,
+                        k.pid.map_or("-".into(), |p| p.to_string())
+                    )
+                })
+            }),
         OpsChoice::Idle => need(&["idle_page_bitmap", "pagemap_pfn"]),
         OpsChoice::Softdirty => need(&["soft_dirty"]),
         OpsChoice::Auto => None,
