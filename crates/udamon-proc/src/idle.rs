@@ -109,6 +109,7 @@ pub struct KpageFlags {
     path: PathBuf,
 }
 
+const KPF_LRU: u64 = 1 << 5;
 const KPF_COMPOUND_HEAD: u64 = 1 << 15;
 const KPF_COMPOUND_TAIL: u64 = 1 << 16;
 /// Folios are naturally aligned and at most PMD-sized (512 pages) for the
@@ -171,6 +172,23 @@ impl KpageFlags {
     }
 }
 
+impl KpageFlags {
+    /// Like [`heads`](Self::heads), but `None` for a page whose folio is
+    /// not on an LRU list (kernel memory, free pages, pages in flight):
+    /// the bitmap never tracks those, and the kernel's DAMON counts them
+    /// as not accessed.
+    pub fn lru_heads(&self, pfns: &[u64], addrs: &[u64]) -> Result<Vec<Option<u64>>, ProcError> {
+        let heads = self.heads(pfns, addrs)?;
+        heads
+            .into_iter()
+            .map(|h| {
+                let f = self.read(h, 1)?.first().copied().unwrap_or(0);
+                Ok((f & KPF_LRU != 0).then_some(h))
+            })
+            .collect()
+    }
+}
+
 /// (word index, bits of the given PFNs in it), sorted by word.
 fn group_words(pfns: &[u64]) -> Vec<(u64, u64)> {
     let mut sorted: Vec<u64> = pfns.to_vec();
@@ -208,7 +226,7 @@ pub(crate) mod tests {
         let f = File::create(&p).unwrap();
         // A 512-page folio at PFN 1024, a 16-page one at 2048, a plain page at 3000.
         let put = |pfn: u64, flags: u64| f.write_all_at(&flags.to_ne_bytes(), pfn * 8).unwrap();
-        put(1024, KPF_COMPOUND_HEAD);
+        put(1024, KPF_COMPOUND_HEAD | KPF_LRU);
         for pfn in 1025..1536 {
             put(pfn, KPF_COMPOUND_TAIL);
         }
@@ -218,6 +236,11 @@ pub(crate) mod tests {
         }
         put(3000, 0);
         let k = KpageFlags::open(dir.path()).unwrap();
+        assert_eq!(
+            k.lru_heads(&[1300, 2050, 3000], &[]).unwrap(),
+            vec![Some(1024), None, None],
+            "only the first folio is on an LRU list"
+        );
         assert_eq!(
             k.heads(&[1024, 1300, 1535, 2050, 2063, 3000], &[]).unwrap(),
             vec![1024, 1024, 1024, 2048, 2048, 3000]

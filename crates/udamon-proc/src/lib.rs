@@ -37,9 +37,11 @@ mod error;
 pub mod idle;
 pub mod maps;
 mod ops;
+pub mod paddr;
 pub mod pagemap;
 
 pub use error::ProcError;
 pub use maps::{read_maps, Mapping};
 pub use ops::{clear_refs_path, unsupported_reason, AccessMode, Paced, ProcOps};
+pub use paddr::{system_ram, PaddrOps};
 pub use pagemap::{Pagemap, PagemapEntry};

@@ -194,13 +194,13 @@ impl Operations for ProcOps {
                         .zip(&self.pending)
                         .filter_map(|(a, p)| p.map(|_| a))
                         .collect();
-                    match k.heads(&pfns, &vaddrs) {
+                    match k.lru_heads(&pfns, &vaddrs) {
                         Ok(heads) => {
-                            let mut it = heads.iter();
-                            for p in self.pending.iter_mut().flatten() {
-                                *p = *it.next().expect("one head per pfn");
+                            let mut it = heads.into_iter();
+                            for p in self.pending.iter_mut().filter(|p| p.is_some()) {
+                                *p = it.next().expect("one head per pfn");
                             }
-                            pfns = heads;
+                            pfns = self.pending.iter().flatten().copied().collect();
                         }
                         Err(e) => self.note(e),
                     }
@@ -390,19 +390,24 @@ impl Operations for ProcOps {
 
     /// Free memory per mille of the total, from `/proc/meminfo`.
     fn free_mem_rate(&mut self, _now_us: u64) -> Option<u32> {
-        let text = std::fs::read_to_string(self.root.join("proc/meminfo")).ok()?;
-        let field = |name: &str| {
-            text.lines().find_map(|l| {
-                l.strip_prefix(name)?
-                    .split_whitespace()
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-        };
-        let (total, free) = (field("MemTotal:")?, field("MemFree:")?);
-        (total > 0).then(|| (free * 1000 / total) as u32)
+        meminfo_free_rate(&self.root)
     }
+}
+
+/// `MemFree` per mille of `MemTotal` in `ROOT/proc/meminfo`.
+pub(crate) fn meminfo_free_rate(root: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(root.join("proc/meminfo")).ok()?;
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            l.strip_prefix(name)?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+    };
+    let (total, free) = (field("MemTotal:")?, field("MemFree:")?);
+    (total > 0).then(|| (free * 1000 / total) as u32)
 }
 
 /// Why user-space operations cannot run `scheme`, if they cannot: actions

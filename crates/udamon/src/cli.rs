@@ -103,6 +103,9 @@ pub struct LiveArgs {
     /// Monitor this running process (instead of --sim)
     #[arg(long, conflicts_with_all = ["sim", "command"])]
     pub pid: Option<u32>,
+    /// Monitor the physical address space (System RAM; needs root)
+    #[arg(long, conflicts_with_all = ["sim", "command", "pid"])]
+    pub paddr: bool,
     /// How to watch a live process: auto picks kdamond, else idle, else
     /// softdirty, and says which
     #[arg(long, value_enum, default_value_t = OpsChoice::Auto)]
@@ -119,7 +122,7 @@ pub struct LiveArgs {
 #[derive(Args, Debug)]
 pub struct RecordArgs {
     /// Simulated workload spec (TOML, see docs/sim-spec.md)
-    #[arg(long, value_name = "SPEC", required_unless_present_any = ["pid", "command"])]
+    #[arg(long, value_name = "SPEC", required_unless_present_any = ["pid", "command", "paddr"])]
     pub sim: Option<PathBuf>,
     #[command(flatten)]
     pub live: LiveArgs,
@@ -150,7 +153,7 @@ pub struct ApplyArgs {
     /// Scheme file: one-line text, TOML or JSON (see docs/schemes.md)
     pub schemes: PathBuf,
     /// Simulated workload spec (TOML, see docs/sim-spec.md)
-    #[arg(long, value_name = "SPEC", required_unless_present_any = ["pid", "command"])]
+    #[arg(long, value_name = "SPEC", required_unless_present_any = ["pid", "command", "paddr"])]
     pub sim: Option<PathBuf>,
     #[command(flatten)]
     pub live: LiveArgs,

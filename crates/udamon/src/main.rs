@@ -60,6 +60,11 @@ fn exit_code(err: &anyhow::Error) -> u8 {
 }
 
 fn main() -> ExitCode {
+    // Like other Unix filters, end quietly when the reader of our output
+    // goes away (`udamon report raw x.udr | head`) instead of panicking.
+    // SAFETY: restoring a signal's default disposition at start-up, before
+    // any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = cli::Cli::parse();
     match cmd::run(cli) {
         Ok(()) => ExitCode::SUCCESS,

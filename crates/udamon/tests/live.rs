@@ -246,3 +246,48 @@ fn missing_pid_and_missing_target_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--ops idle watches a live process"));
 }
+
+#[test]
+fn paddr_idle_monitors_system_ram_from_iomem() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    // 4 MiB of System RAM at 1 MiB; a bitmap and page flags for its PFNs
+    // (every page on an LRU list, none idle-marked yet).
+    write(
+        &root,
+        "proc/iomem",
+        "00000000-000fffff : Reserved\n00100000-004fffff : System RAM\n",
+    );
+    write(&root, "sys/kernel/mm/page_idle/bitmap", &"\0".repeat(0x500 / 8));
+    let flags = fs::File::create(root.join("proc/kpageflags")).unwrap();
+    for pfn in 0x100u64..0x500 {
+        flags.write_all_at(&(1u64 << 5).to_ne_bytes(), pfn * 8).unwrap();
+    }
+    let r = root.to_str().unwrap();
+    let out = udamon(
+        dir.path(),
+        &[
+            "record", "--paddr", "--ops", "idle", "--root", r, "--duration", "1s", "-o",
+            "pa.udr", "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["command"], "physical memory");
+    let raw = text(&udamon(dir.path(), &["report", "raw", "pa.udr"]).stdout);
+    let snap: serde_json::Value = serde_json::from_str(raw.lines().nth(1).unwrap()).unwrap();
+    let regions = snap["targets"][0]["regions"].as_array().unwrap();
+    assert_eq!(regions[0]["start"], 0x100000);
+    assert_eq!(regions.last().unwrap()["end"], 0x500000);
+    // The fake bitmap keeps every written idle bit, so nothing reads accessed.
+    assert!(regions.iter().all(|r| r["nr_accesses"] == 0), "{snap}");
+    // Schemes other than stat need the kernel on physical memory.
+    fs::write(dir.path().join("po.txt"), "4K max 0 0 5s max pageout\n").unwrap();
+    let out = udamon(
+        dir.path(),
+        &["apply", "po.txt", "--paddr", "--ops", "idle", "--root", r],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stderr).contains("needs the kernel"), "{}", text(&out.stderr));
+}

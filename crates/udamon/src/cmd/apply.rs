@@ -117,8 +117,8 @@ fn apply_live(
     if a.seed.is_some() {
         return Err(UsageError("--seed applies to the simulator (--sim) only".into()).into());
     }
-    let target = live_target(a.live.pid, &a.live.command)
-        .ok_or_else(|| UsageError("give --sim SPEC, --pid PID or -- CMD ARGS".into()))?;
+    let target = live_target(a.live.pid, &a.live.command, a.live.paddr)
+        .ok_or_else(|| UsageError("give --sim SPEC, --pid PID, --paddr or -- CMD ARGS".into()))?;
     let root = root_of(&a.live.root);
     let run = LiveRun {
         target,

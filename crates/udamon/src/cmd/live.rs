@@ -16,7 +16,9 @@ use udamon_core::schemes::Damos;
 use udamon_core::{Attrs, Engine, Monitor, Operations, Snapshot, Target};
 use udamon_kdamon::trace::{parse_aggregated, Assembler, TraceSession};
 use udamon_kdamon::{KTarget, KdamonConfig, KdamonDriver, OpsKind};
-use udamon_proc::{unsupported_reason, AccessMode, Paced, ProcError, ProcOps};
+use udamon_proc::{
+    system_ram, unsupported_reason, AccessMode, Paced, PaddrOps, ProcError, ProcOps,
+};
 use udamon_record::{Header, TargetInfo, Writer};
 
 use crate::cmd::record::{scheme_reports, SchemeReport};
@@ -67,6 +69,69 @@ pub enum LiveTarget {
     Pid(u32),
     /// Started by udamon, followed until it exits.
     Command(Vec<String>),
+    /// The physical address space (System RAM).
+    Phys,
+}
+
+/// The operations under our engine: a process's virtual space or the
+/// physical one.
+#[derive(Debug)]
+enum LiveOps {
+    Proc(ProcOps),
+    Phys(PaddrOps),
+}
+
+impl LiveOps {
+    fn take_error(&mut self) -> Option<ProcError> {
+        match self {
+            LiveOps::Proc(o) => o.take_error(),
+            LiveOps::Phys(o) => o.take_error(),
+        }
+    }
+}
+
+macro_rules! delegate {
+    ($self:ident, $o:ident => $e:expr) => {
+        match $self {
+            LiveOps::Proc($o) => $e,
+            LiveOps::Phys($o) => $e,
+        }
+    };
+}
+
+impl Operations for LiveOps {
+    fn target_ranges(&mut self, idx: usize, t: &Target) -> Option<Vec<udamon_core::AddrRange>> {
+        delegate!(self, o => o.target_ranges(idx, t))
+    }
+    fn prepare_access_checks(&mut self, t: &[Target], w: udamon_core::SampleWindow) {
+        delegate!(self, o => o.prepare_access_checks(t, w))
+    }
+    fn check_accesses(&mut self, t: &[Target], w: udamon_core::SampleWindow, a: &mut Vec<bool>) {
+        delegate!(self, o => o.check_accesses(t, w, a))
+    }
+    fn target_valid(&self, idx: usize) -> bool {
+        delegate!(self, o => o.target_valid(idx))
+    }
+    fn apply_scheme(
+        &mut self,
+        idx: usize,
+        r: udamon_core::AddrRange,
+        s: &Damos,
+        now: u64,
+    ) -> udamon_core::ApplyOutcome {
+        delegate!(self, o => o.apply_scheme(idx, r, s, now))
+    }
+    fn goal_metric(
+        &mut self,
+        idx: usize,
+        g: &udamon_core::schemes::QuotaGoal,
+        now: u64,
+    ) -> Option<u64> {
+        delegate!(self, o => o.goal_metric(idx, g, now))
+    }
+    fn free_mem_rate(&mut self, now: u64) -> Option<u32> {
+        delegate!(self, o => o.free_mem_rate(now))
+    }
 }
 
 /// A live run to perform.
@@ -150,7 +215,7 @@ fn damon_lacks(f: &Features, op: &str) -> Option<String> {
 }
 
 /// Why each path is or is not usable here; `None` when usable.
-fn path_blocker(f: &Features, ops: OpsChoice) -> Option<String> {
+fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> {
     let need = |names: &[&str]| {
         let missing: Vec<String> = names
             .iter()
@@ -163,7 +228,7 @@ fn path_blocker(f: &Features, ops: OpsChoice) -> Option<String> {
     };
     match ops {
         OpsChoice::Kdamond => need(&["kernel_damon_sysfs"])
-            .or_else(|| damon_lacks(f, "vaddr"))
+            .or_else(|| damon_lacks(f, "vaddr").and(damon_lacks(f, "paddr")))
             .or_else(|| {
                 f.foreign_kdamonds.first().map(|k| {
                     format!(
@@ -175,6 +240,8 @@ fn path_blocker(f: &Features, ops: OpsChoice) -> Option<String> {
                     )
                 })
             }),
+        // Physical addresses need no pagemap translation.
+        OpsChoice::Idle if phys => need(&["idle_page_bitmap"]),
         OpsChoice::Idle => need(&["idle_page_bitmap", "pagemap_pfn"]),
         OpsChoice::Softdirty => need(&["soft_dirty"]),
         OpsChoice::Auto => None,
@@ -182,9 +249,17 @@ fn path_blocker(f: &Features, ops: OpsChoice) -> Option<String> {
 }
 
 /// Picks the path: the one asked for, or the best available for `auto`.
-fn choose(f: &Features, asked: OpsChoice) -> Result<(OpsChoice, String)> {
+fn choose(f: &Features, asked: OpsChoice, phys: bool) -> Result<(OpsChoice, String)> {
+    if phys && asked == OpsChoice::Softdirty {
+        return Err(UsageError(
+            "--ops softdirty watches processes (soft-dirty bits live in page tables); \
+             --paddr needs --ops kdamond or --ops idle"
+                .into(),
+        )
+        .into());
+    }
     if asked != OpsChoice::Auto {
-        return match path_blocker(f, asked) {
+        return match path_blocker(f, asked, phys) {
             None => Ok((asked, "asked for with --ops".into())),
             Some(why) => Err(CapabilityError(format!(
                 "--ops {} is not available on this machine (kernel {}): {why}",
@@ -195,8 +270,13 @@ fn choose(f: &Features, asked: OpsChoice) -> Result<(OpsChoice, String)> {
         };
     }
     let mut why_not = Vec::new();
-    for o in [OpsChoice::Kdamond, OpsChoice::Idle, OpsChoice::Softdirty] {
-        match path_blocker(f, o) {
+    let paths: &[OpsChoice] = if phys {
+        &[OpsChoice::Kdamond, OpsChoice::Idle]
+    } else {
+        &[OpsChoice::Kdamond, OpsChoice::Idle, OpsChoice::Softdirty]
+    };
+    for &o in paths {
+        match path_blocker(f, o, phys) {
             None => {
                 let because = if why_not.is_empty() {
                     "the best path, available".to_string()
@@ -213,9 +293,9 @@ fn choose(f: &Features, asked: OpsChoice) -> Result<(OpsChoice, String)> {
          is available. kdamond: {}. idle: {}. softdirty: {}. \
          Run `udamon features` for details; the simulator (--sim SPEC) works everywhere",
         f.kernel,
-        path_blocker(f, OpsChoice::Kdamond).unwrap_or_default(),
-        path_blocker(f, OpsChoice::Idle).unwrap_or_default(),
-        path_blocker(f, OpsChoice::Softdirty).unwrap_or_default(),
+        path_blocker(f, OpsChoice::Kdamond, phys).unwrap_or_default(),
+        path_blocker(f, OpsChoice::Idle, phys).unwrap_or_default(),
+        path_blocker(f, OpsChoice::Softdirty, phys).unwrap_or_default(),
     ))
     .into())
 }
@@ -339,7 +419,7 @@ impl Kernel {
 enum Live {
     Kernel(Box<Kernel>),
     /// The engine, and the wall-clock end of its last snapshot (us).
-    Engine(Box<Engine<Paced<ProcOps>, Pcg64Mcg>>, u64),
+    Engine(Box<Engine<Paced<LiveOps>, Pcg64Mcg>>, u64),
 }
 
 impl Live {
@@ -426,10 +506,29 @@ fn kdamond_pid(root: &Path) -> Option<u32> {
 /// record to `out`.
 pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
     let features = probe(run.root);
-    let (ops, because) = choose(&features, run.ops)?;
-    if ops != OpsChoice::Kdamond {
+    let phys = matches!(run.target, LiveTarget::Phys);
+    let (ops, because) = choose(&features, run.ops, phys)?;
+    if ops == OpsChoice::Kdamond {
+        let op = if phys { "paddr" } else { "vaddr" };
+        if let Some(why) = damon_lacks(&features, op) {
+            return Err(CapabilityError(format!(
+                "--ops kdamond cannot monitor {}: {why}",
+                if phys { "physical memory" } else { "a process" }
+            ))
+            .into());
+        }
+    } else {
         for (i, s) in run.schemes.iter().enumerate() {
-            if let Some(why) = unsupported_reason(s) {
+            let why = if phys && s.action != udamon_core::schemes::Action::Stat {
+                Some(format!(
+                    "action {} on physical memory needs the kernel (--ops kdamond); \
+                     user space can only watch it (stat)",
+                    s.action.name()
+                ))
+            } else {
+                unsupported_reason(s)
+            };
+            if let Some(why) = why {
                 return Err(CapabilityError(format!("scheme {i}: {why}")).into());
             }
         }
@@ -437,6 +536,7 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
     install_stop_handler();
     let mut child: Option<Child> = None;
     let pid = match &run.target {
+        LiveTarget::Phys => 0,
         LiveTarget::Pid(p) => *p,
         LiveTarget::Command(argv) => {
             let c = Command::new(&argv[0])
@@ -469,21 +569,35 @@ fn monitor_pid(
     because: String,
     features: &Features,
 ) -> Result<LiveSummary> {
-    check_target(run.root, pid)?;
-    let command = comm(run.root, pid);
+    let phys = pid == 0;
+    let command = if phys {
+        "physical memory".to_string()
+    } else {
+        check_target(run.root, pid)?;
+        comm(run.root, pid)
+    };
     let (rss_start_kb, _) = rss_swap_kb(run.root, pid);
+    let ram = || system_ram(run.root).map_err(|e| CapabilityError(e.to_string()));
     let mut source = match ops {
         OpsChoice::Kdamond => "tracefs damon:damon_aggregated".to_string(),
         _ => "udamon engine".to_string(),
     };
     let mut live = match ops {
         OpsChoice::Kdamond => {
-            let mut config = KdamonConfig {
-                ops: OpsKind::Vaddr,
-                targets: vec![KTarget {
+            let target = if phys {
+                KTarget {
+                    pid: None,
+                    regions: ram()?,
+                }
+            } else {
+                KTarget {
                     pid: Some(pid),
                     regions: Vec::new(),
-                }],
+                }
+            };
+            let mut config = KdamonConfig {
+                ops: if phys { OpsKind::Paddr } else { OpsKind::Vaddr },
+                targets: vec![target],
                 attrs: run.attrs,
                 schemes: run.schemes.clone(),
                 snapshots: true,
@@ -513,10 +627,15 @@ fn monitor_pid(
             } else {
                 AccessMode::SoftDirtyWriteOnly
             };
-            let p = ProcOps::new(run.root, &[pid], mode).map_err(|e| match e {
+            let cannot = |e: ProcError| match e {
                 ProcError::Gone { .. } => anyhow::Error::from(UsageError(e.to_string())),
                 e => CapabilityError(e.to_string()).into(),
-            })?;
+            };
+            let p = if phys {
+                LiveOps::Phys(PaddrOps::new(run.root).map_err(cannot)?)
+            } else {
+                LiveOps::Proc(ProcOps::new(run.root, &[pid], mode).map_err(cannot)?)
+            };
             let seed = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
@@ -526,7 +645,7 @@ fn monitor_pid(
                 vec![Target::new(pid)],
                 Pcg64Mcg::seed_from_u64(seed),
             )
-            .map_err(|e| UsageError(format!("cannot monitor process {pid}: {e}")))?;
+            .map_err(|e| UsageError(format!("cannot monitor {command}: {e}")))?;
             e.set_schemes(run.schemes.clone());
             Live::Engine(Box::new(e), 0)
         }
@@ -702,7 +821,10 @@ pub fn print_summary(s: &LiveSummary) {
 }
 
 /// Builds the live target from `--pid` or the trailing command.
-pub fn live_target(pid: Option<u32>, command: &[String]) -> Option<LiveTarget> {
+pub fn live_target(pid: Option<u32>, command: &[String], paddr: bool) -> Option<LiveTarget> {
+    if paddr {
+        return Some(LiveTarget::Phys);
+    }
     match (pid, command.is_empty()) {
         (Some(p), _) => Some(LiveTarget::Pid(p)),
         (None, false) => Some(LiveTarget::Command(command.to_vec())),

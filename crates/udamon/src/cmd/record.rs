@@ -388,8 +388,8 @@ fn record_live(a: &RecordArgs, duration_us: Option<u64>) -> Result<()> {
         )
         .into());
     }
-    let target = live_target(a.live.pid, &a.live.command)
-        .ok_or_else(|| UsageError("give --sim SPEC, --pid PID or -- CMD ARGS".into()))?;
+    let target = live_target(a.live.pid, &a.live.command, a.live.paddr)
+        .ok_or_else(|| UsageError("give --sim SPEC, --pid PID, --paddr or -- CMD ARGS".into()))?;
     let root = root_of(&a.live.root);
     let run = LiveRun {
         target,

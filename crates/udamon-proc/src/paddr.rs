@@ -1,0 +1,183 @@
+//! [`PaddrOps`]: the physical address space, checked through the idle page
+//! bitmap (the user-space counterpart of the kernel's paddr operations).
+
+use std::path::{Path, PathBuf};
+
+use udamon_core::{AddrRange, Operations, SampleWindow, Target};
+
+use crate::idle::{IdleBitmap, KpageFlags};
+use crate::ProcError;
+
+/// The top-level "System RAM" ranges of `ROOT/proc/iomem`. Fails when the
+/// file hides its addresses (they read as zero for readers without
+/// CAP_SYS_ADMIN).
+pub fn system_ram(root: &Path) -> Result<Vec<AddrRange>, ProcError> {
+    let path = root.join("proc/iomem");
+    let text = std::fs::read_to_string(&path).map_err(|e| ProcError::io("reading", &path, e))?;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        // Nested resources are indented; System RAM is top level.
+        if line.starts_with(' ') || !line.ends_with(": System RAM") {
+            continue;
+        }
+        let range = line.split(" : ").next().unwrap_or("");
+        let Some((s, e)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(s), Ok(e)) = (u64::from_str_radix(s, 16), u64::from_str_radix(e, 16)) else {
+            continue;
+        };
+        // iomem ends are inclusive; keep whole pages.
+        let (start, end) = (s.div_ceil(4096) * 4096, (e + 1) / 4096 * 4096);
+        if start < end {
+            out.push(AddrRange::new(start, end));
+        }
+    }
+    if out.is_empty() || out.iter().all(|r| r.start == 0 && r.end == 0) {
+        return Err(ProcError::Denied {
+            path,
+            source: std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "no System RAM address is visible (addresses read as zero without CAP_SYS_ADMIN)",
+            ),
+        });
+    }
+    Ok(out)
+}
+
+/// Physical memory as one target (index 0): its ranges from `/proc/iomem`,
+/// a sampled address's page is its PFN; pages not on an LRU list (kernel
+/// memory, free pages) count as not accessed, as in the kernel.
+#[derive(Debug)]
+pub struct PaddrOps {
+    root: PathBuf,
+    bitmap: IdleBitmap,
+    flags: KpageFlags,
+    pending: Vec<Option<u64>>,
+    error: Option<ProcError>,
+}
+
+impl PaddrOps {
+    pub fn new(root: impl Into<PathBuf>) -> Result<Self, ProcError> {
+        let root = root.into();
+        let bitmap = IdleBitmap::open(&root)?;
+        let flags = KpageFlags::open(&root)?;
+        system_ram(&root)?;
+        Ok(Self {
+            root,
+            bitmap,
+            flags,
+            pending: Vec::new(),
+            error: None,
+        })
+    }
+
+    /// The first error since the last call, if any.
+    pub fn take_error(&mut self) -> Option<ProcError> {
+        self.error.take()
+    }
+
+    fn note(&mut self, e: ProcError) {
+        self.error.get_or_insert(e);
+    }
+}
+
+impl Operations for PaddrOps {
+    fn target_ranges(&mut self, _idx: usize, _target: &Target) -> Option<Vec<AddrRange>> {
+        match system_ram(&self.root) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.note(e);
+                None
+            }
+        }
+    }
+
+    fn prepare_access_checks(&mut self, targets: &[Target], _window: SampleWindow) {
+        let addrs: Vec<u64> = targets
+            .iter()
+            .flat_map(|t| t.regions.iter().map(|r| r.sampling_addr))
+            .collect();
+        let pfns: Vec<u64> = addrs.iter().map(|a| a / 4096).collect();
+        self.pending = match self.flags.lru_heads(&pfns, &addrs) {
+            Ok(h) => h,
+            Err(e) => {
+                self.note(e);
+                vec![None; pfns.len()]
+            }
+        };
+        let marked: Vec<u64> = self.pending.iter().flatten().copied().collect();
+        if let Err(e) = self.bitmap.set_idle(&marked) {
+            self.pending.iter_mut().for_each(|p| *p = None);
+            self.note(e);
+        }
+    }
+
+    fn check_accesses(
+        &mut self,
+        targets: &[Target],
+        _window: SampleWindow,
+        accessed: &mut Vec<bool>,
+    ) {
+        accessed.clear();
+        let nr: usize = targets.iter().map(|t| t.regions.len()).sum();
+        let pfns: Vec<u64> = self.pending.iter().flatten().copied().collect();
+        let idle = match self.bitmap.is_idle(&pfns) {
+            Ok(v) if self.pending.len() == nr => v,
+            Ok(_) => {
+                accessed.resize(nr, false);
+                return;
+            }
+            Err(e) => {
+                self.note(e);
+                accessed.resize(nr, false);
+                return;
+            }
+        };
+        let mut it = idle.into_iter();
+        for p in &self.pending {
+            accessed.push(p.is_some() && !it.next().expect("one per pfn"));
+        }
+    }
+
+    /// Free memory per mille of the total, from `/proc/meminfo`.
+    fn free_mem_rate(&mut self, _now_us: u64) -> Option<u32> {
+        crate::ops::meminfo_free_rate(&self.root)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_ram_is_the_top_level_ram_of_iomem() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+        std::fs::write(
+            dir.path().join("proc/iomem"),
+            "00000000-00000fff : Reserved\n\
+             00001000-0009fbff : System RAM\n\
+             000f0000-000fffff : System ROM\n\
+             00100000-7ffdffff : System RAM\n\
+             \x20 01000000-01ffffff : Kernel code\n\
+             100000000-17fffffff : System RAM\n",
+        )
+        .unwrap();
+        assert_eq!(
+            system_ram(dir.path()).unwrap(),
+            vec![
+                AddrRange::new(0x1000, 0x9f000),
+                AddrRange::new(0x100000, 0x7ffe_0000),
+                AddrRange::new(0x1_0000_0000, 0x1_8000_0000),
+            ]
+        );
+        std::fs::write(
+            dir.path().join("proc/iomem"),
+            "00000000-00000000 : System RAM\n",
+        )
+        .unwrap();
+        let e = system_ram(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("CAP_SYS_ADMIN"), "{e}");
+    }
+}
