@@ -145,47 +145,57 @@ impl KpageFlags {
     /// huge page is aligned alike in both spaces, so its head is tried
     /// first with one read; other tails scan back at most 4 KiB of flags.
     pub fn heads(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<u64>, ProcError> {
-        let is = |pfn: u64, bit: u64| -> Result<bool, ProcError> {
-            Ok(self.read(pfn, 1)?.first().is_some_and(|f| f & bit != 0))
-        };
-        let mut out = Vec::with_capacity(pfns.len());
-        for (i, &pfn) in pfns.iter().enumerate() {
-            if !is(pfn, KPF_COMPOUND_TAIL)? {
-                out.push(pfn);
-                continue;
-            }
-            let offset = vaddrs.get(i).map_or(0, |v| v / 4096 % MAX_FOLIO_PAGES);
-            let guess = pfn.saturating_sub(offset);
-            if offset > 0 && is(guess, KPF_COMPOUND_HEAD)? {
-                out.push(guess);
-                continue;
-            }
-            let base = pfn - pfn % MAX_FOLIO_PAGES;
-            let block = self.read(base, (pfn - base) as usize + 1)?;
-            let head = block
-                .iter()
-                .rposition(|f| f & KPF_COMPOUND_HEAD != 0)
-                .map_or(pfn, |i| base + i as u64);
-            out.push(head);
-        }
-        Ok(out)
+        Ok(self
+            .heads_with_flags(pfns, vaddrs)?
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect())
     }
-}
 
-impl KpageFlags {
     /// Like [`heads`](Self::heads), but `None` for a page whose folio is
     /// not on an LRU list (kernel memory, free pages, pages in flight):
     /// the bitmap never tracks those, and the kernel's DAMON counts them
     /// as not accessed.
     pub fn lru_heads(&self, pfns: &[u64], addrs: &[u64]) -> Result<Vec<Option<u64>>, ProcError> {
-        let heads = self.heads(pfns, addrs)?;
-        heads
+        Ok(self
+            .heads_with_flags(pfns, addrs)?
             .into_iter()
-            .map(|h| {
-                let f = self.read(h, 1)?.first().copied().unwrap_or(0);
-                Ok((f & KPF_LRU != 0).then_some(h))
-            })
-            .collect()
+            .map(|(h, f)| (f & KPF_LRU != 0).then_some(h))
+            .collect())
+    }
+
+    /// (head, the head's flags) of each PFN: one read for a page that is
+    /// not a tail, two for a PMD-mapped tail, a 4 KiB scan otherwise.
+    fn heads_with_flags(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<(u64, u64)>, ProcError> {
+        let flags = |pfn: u64| -> Result<u64, ProcError> {
+            Ok(self.read(pfn, 1)?.first().copied().unwrap_or(0))
+        };
+        let mut out = Vec::with_capacity(pfns.len());
+        for (i, &pfn) in pfns.iter().enumerate() {
+            let f = flags(pfn)?;
+            if f & KPF_COMPOUND_TAIL == 0 {
+                out.push((pfn, f));
+                continue;
+            }
+            let offset = vaddrs.get(i).map_or(0, |v| v / 4096 % MAX_FOLIO_PAGES);
+            let guess = pfn.saturating_sub(offset);
+            if offset > 0 {
+                let g = flags(guess)?;
+                if g & KPF_COMPOUND_HEAD != 0 {
+                    out.push((guess, g));
+                    continue;
+                }
+            }
+            let base = pfn - pfn % MAX_FOLIO_PAGES;
+            let block = self.read(base, (pfn - base) as usize + 1)?;
+            out.push(
+                block
+                    .iter()
+                    .rposition(|f| f & KPF_COMPOUND_HEAD != 0)
+                    .map_or((pfn, f), |i| (base + i as u64, block[i])),
+            );
+        }
+        Ok(out)
     }
 }
 

@@ -259,17 +259,32 @@ fn paddr_idle_monitors_system_ram_from_iomem() {
         "proc/iomem",
         "00000000-000fffff : Reserved\n00100000-004fffff : System RAM\n",
     );
-    write(&root, "sys/kernel/mm/page_idle/bitmap", &"\0".repeat(0x500 / 8));
+    write(
+        &root,
+        "sys/kernel/mm/page_idle/bitmap",
+        &"\0".repeat(0x500 / 8),
+    );
     let flags = fs::File::create(root.join("proc/kpageflags")).unwrap();
     for pfn in 0x100u64..0x500 {
-        flags.write_all_at(&(1u64 << 5).to_ne_bytes(), pfn * 8).unwrap();
+        flags
+            .write_all_at(&(1u64 << 5).to_ne_bytes(), pfn * 8)
+            .unwrap();
     }
     let r = root.to_str().unwrap();
     let out = udamon(
         dir.path(),
         &[
-            "record", "--paddr", "--ops", "idle", "--root", r, "--duration", "1s", "-o",
-            "pa.udr", "--json",
+            "record",
+            "--paddr",
+            "--ops",
+            "idle",
+            "--root",
+            r,
+            "--duration",
+            "1s",
+            "-o",
+            "pa.udr",
+            "--json",
         ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -289,5 +304,9 @@ fn paddr_idle_monitors_system_ram_from_iomem() {
         &["apply", "po.txt", "--paddr", "--ops", "idle", "--root", r],
     );
     assert_eq!(out.status.code(), Some(3));
-    assert!(text(&out.stderr).contains("needs the kernel"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("needs the kernel"),
+        "{}",
+        text(&out.stderr)
+    );
 }
