@@ -1,0 +1,778 @@
+#!/usr/bin/env python3
+"""Host side of udamon's guest-VM test bed (python3 standard library only).
+
+  check.py unpack SERIAL_FILE OUT_DIR [--boot-tag TAG]
+      Decode the result blocks the guest wrote to its second serial port
+      (base64 of a tar.gz per scenario, between marker lines) into OUT_DIR.
+
+  check.py check OUT_DIR SCENARIO...
+      Judge each scenario's results; one line each:
+        PASS name: <key figures> | FAIL name: <why> | SKIP name: <reason>
+      Exit status 0 when nothing FAILed.
+"""
+
+import base64
+import io
+import json
+import os
+import re
+import sys
+import tarfile
+import zlib
+
+# --------------------------------------------------------------------------
+# unpack
+
+
+def unpack(serial, out, boot_tag=None):
+    """Extract every block; note the ones that cannot be read. Returns names.
+
+    A block normally ends with "@@udamon-out-end NAME SIZE"; when that line
+    is missing (the next block or the end of the stream comes first), the
+    data is still taken if it is a complete tar.gz.
+    """
+    try:
+        with open(serial, "r", errors="replace") as f:
+            lines = f.read().replace("\r", "").split("\n")
+    except FileNotFoundError:
+        print(f"check.py: no serial output {serial}", file=sys.stderr)
+        return []
+    names = []
+    name, buf = None, []
+
+    def finish(size, marker):
+        dest = f"_boot-{boot_tag}" if name == "_boot" and boot_tag else name
+        try:
+            data = base64.b64decode("".join(buf), validate=False)
+        except ValueError as e:
+            note(out, dest, f"ERROR transport: bad base64 ({e})")
+            return
+        if size is not None and len(data) != size:
+            note(out, dest, f"ERROR transport: {len(data)} of {size} bytes arrived")
+            return
+        try:
+            extract(data, out, name, dest)
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+            why = "the guest stopped in the middle of sending the results" if not marker else "unreadable tar.gz"
+            note(out, dest, f"ERROR transport: {why} ({type(e).__name__}: {e})")
+            return
+        names.append(dest)
+
+    for line in lines:
+        if line.startswith("@@udamon-out-begin "):
+            if name is not None:
+                finish(None, False)
+            name, buf = line.split()[1], []
+        elif line.startswith("@@udamon-out-end ") and name is not None:
+            parts = line.split()
+            finish(int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None, True)
+            name = None
+        elif line.startswith("@@udamon-out-done"):
+            if name is not None:
+                finish(None, False)
+            name = None
+        elif name is not None:
+            buf.append(line.strip())
+    if name is not None:
+        finish(None, False)
+    return names
+
+
+def note(out, name, status):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "status"), "w") as f:
+        f.write(status + "\n")
+
+
+def extract(data, out, name, dest):
+    target = os.path.join(out, dest)
+    os.makedirs(target, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
+        for m in t.getmembers():
+            parts = m.name.split("/")
+            if parts[0] in (".", ""):
+                parts = parts[1:]
+            if not parts or parts[0] != name or ".." in parts:
+                continue
+            rel = parts[1:]
+            path = os.path.join(target, *rel) if rel else target
+            if m.isdir():
+                os.makedirs(path, exist_ok=True)
+            elif m.isfile():
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                src = t.extractfile(m)
+                with open(path, "wb") as f:
+                    f.write(src.read())
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+
+class Fail(Exception):
+    pass
+
+
+def read(d, name, default=None):
+    try:
+        with open(os.path.join(d, name), errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        if default is not None:
+            return default
+        raise Fail(f"missing {name}")
+
+
+def kv(text):
+    out = {}
+    for line in text.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def mib(kb):
+    return kb / 1024.0
+
+
+def load_raw(d, name):
+    """(header, snapshots) from `udamon report raw` JSON lines."""
+    text = read(d, name)
+    header, snaps = None, []
+    for i, line in enumerate(text.splitlines()):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise Fail(f"{name} line {i + 1} is not JSON ({e})")
+        if obj.get("type") == "header":
+            header = obj
+        elif obj.get("type") == "snapshot" or "start_us" in obj:
+            snaps.append(obj)
+    if not snaps:
+        raise Fail(f"{name} has no snapshots")
+    return header or {}, snaps
+
+
+def regions_of(snap):
+    regs = []
+    for t in snap.get("targets", []):
+        regs.extend(t.get("regions", []))
+    return regs
+
+
+def max_accesses(snap):
+    s, a = snap.get("sample_us") or 5000, snap.get("aggr_us") or 100000
+    return max(1.0, a / s)
+
+
+def weighted(regs, lo, hi):
+    """Byte-weighted mean nr_accesses over [lo, hi) and covered bytes."""
+    tot, cov = 0.0, 0
+    for r in regs:
+        s, e = max(r["start"], lo), min(r["end"], hi)
+        if e > s:
+            tot += (e - s) * r["nr_accesses"]
+            cov += e - s
+    return (tot / (hi - lo) if hi > lo else 0.0), cov
+
+
+def hex_ranges(text, key):
+    """Lines 'key 0xS 0xE' -> [(S, E)]."""
+    out = []
+    for line in text.splitlines():
+        p = line.split()
+        if len(p) >= 3 and p[0] == key:
+            out.append((int(p[1], 16), int(p[2], 16)))
+    return out
+
+
+def proc_status_kb(d, tag, field):
+    text = read(d, f"status-{tag}.txt")
+    m = re.search(rf"^{field}:\s+(\d+)\s*kB", text, re.M)
+    if not m:
+        raise Fail(f"no {field} in status-{tag}.txt")
+    return int(m.group(1))
+
+
+def hold_reports(d):
+    """{tag: {part: {key: int}}} from hold.log."""
+    reps = {}
+    order = []
+    for line in read(d, "hold.log").splitlines():
+        p = line.split()
+        if len(p) >= 3 and p[0] == "report":
+            tag = p[1]
+            fields = dict(x.split("=", 1) for x in p[2:] if "=" in x)
+            part = fields.pop("part", "?")
+            if tag not in reps:
+                order.append(tag)
+            reps.setdefault(tag, {})[part] = {k: int(v) for k, v in fields.items() if v.isdigit()}
+    return reps, order
+
+
+def cold_timeline(reps, order, key):
+    """'a→b→c' percentages of the cold part's KEY over the reports."""
+    vals = []
+    for tag in order:
+        c = reps[tag].get("cold", {})
+        if c.get("pages"):
+            vals.append(f"{c.get(key, 0) * 100.0 / c['pages']:.0f}")
+    return "→".join(vals)
+
+
+def stats_summary(d, name):
+    """A short string from udamon apply --json, whatever its exact shape."""
+    text = read(d, name, "")
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return ""
+    found = {}
+
+    def walk(o):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k in ("nr_tried", "sz_tried", "nr_applied", "sz_applied", "qt_exceeds") and isinstance(v, (int, float)):
+                    found[k] = found.get(k, 0) + v
+                else:
+                    walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    walk(obj)
+    if not found:
+        return ""
+    parts = []
+    for k in ("nr_tried", "sz_tried", "nr_applied", "sz_applied"):
+        if k in found:
+            v = found[k]
+            parts.append(f"{k}={v / 2**20:.0f}MiB" if k.startswith("sz") else f"{k}={v}")
+    return "udamon stats " + " ".join(parts)
+
+
+# --------------------------------------------------------------------------
+# scenario checks: each returns the key figures or raises Fail
+
+
+def kernel_config(out):
+    cfg = {}
+    try:
+        with open(os.path.join(out, "kernel-config")) as f:
+            for line in f:
+                m = re.match(r"^CONFIG_(\w+)=(.*)$", line.strip())
+                if m:
+                    cfg[m.group(1)] = m.group(2)
+                m = re.match(r"^# CONFIG_(\w+) is not set", line.strip())
+                if m:
+                    cfg[m.group(1)] = "n"
+    except FileNotFoundError:
+        return None
+    return cfg
+
+
+def check_hello(d, out):
+    feats = json.loads(read(d, "features.json"))
+    avail = {f["name"]: bool(f.get("available")) for f in feats.get("features", [])}
+    detail = {f["name"]: f.get("detail", "") for f in feats.get("features", [])}
+    guest = kv(read(d, "guest.txt", ""))
+    problems = []
+    need = {"kernel_damon_sysfs": "DAMON_SYSFS", "soft_dirty": "MEM_SOFT_DIRTY"}
+    cfg = kernel_config(out)
+    if cfg is not None:
+        need.update({"kernel_damon_vaddr": "DAMON_VADDR", "idle_page_bitmap": "IDLE_PAGE_TRACKING"})
+    # vaddr support: a feature of its own in early udamon builds, later one
+    # entry of damon_operations ("vaddr, fvaddr, paddr; ...")
+    if "kernel_damon_vaddr" not in avail and "damon_operations" in avail:
+        ops = detail.get("damon_operations", "").split(";")[0]
+        avail["kernel_damon_vaddr"] = avail["damon_operations"] and bool(re.search(r"\bvaddr\b", ops))
+        detail["kernel_damon_vaddr"] = f"damon_operations: {detail.get('damon_operations', '')}"
+    for feat, opt in need.items():
+        want = True if cfg is None else cfg.get(opt, "n") in ("y", "m")
+        if cfg is not None and feat in ("kernel_damon_sysfs", "soft_dirty") and not want:
+            problems.append(f"kernel config lacks CONFIG_{opt}")
+            continue
+        got = avail.get(feat)
+        if got is None:
+            problems.append(f"udamon features has no '{feat}'")
+        elif got != want:
+            problems.append(f"{feat} available={got} but CONFIG_{opt}={'y' if want else 'n'} ({detail.get(feat, '')})")
+    if guest.get("nodes") != "0-1":
+        problems.append(f"guest NUMA nodes '{guest.get('nodes')}' (expected 0-1)")
+    if problems:
+        raise Fail("; ".join(problems))
+    tiers = sorted((k.split(".")[0], v) for k, v in guest.items() if k.startswith("memory_tier"))
+    on = [k for k, v in sorted(avail.items()) if v and not k.startswith("damon_")]
+    if "damon_operations" in detail:
+        on.append(f"damon ops [{detail['damon_operations'].split(';')[0]}]")
+    return (f"kernel {feats.get('kernel', '?')}; available: {', '.join(on)}; "
+            f"nodes {guest.get('nodes')} (node1 {guest.get('node1.memtotal_kb', '?')} kB, cpus '{guest.get('node1.cpulist', '')}'); "
+            f"tiers {' '.join(f'{t}:{n}' for t, n in tiers) or 'none'}; swap {guest.get('swaps') or 'none'}")
+
+
+def argmax_sequence(snaps, objs, t0_us):
+    seq = []
+    for s in snaps:
+        regs = regions_of(s)
+        vals = [weighted(regs, lo, hi)[0] for lo, hi in objs]
+        order = sorted(range(len(vals)), key=lambda i: -vals[i])
+        best = order[0]
+        second = vals[order[1]] if len(order) > 1 else 0.0
+        m = max_accesses(s)
+        if vals[best] >= 0.05 * m and vals[best] > 1.5 * second:
+            seq.append((s.get("end_us", 0) - t0_us, best, vals))
+        else:
+            seq.append((s.get("end_us", 0) - t0_us, None, vals))
+    return seq
+
+
+def runs_of(items):
+    runs = []
+    for x in items:
+        if runs and runs[-1][0] == x:
+            runs[-1][1] += 1
+        else:
+            runs.append([x, 1])
+    return runs
+
+
+def align_with_switches(wl, seq, snaps, t0):
+    """Compare each snapshot with the object the workload was on.
+
+    The workload logs its switches in seconds since "ready"; the record's
+    clock starts when udamon starts, a little later. The offset is searched
+    in [0, 3] s (udamon's start-up) and the best one is kept. Only snapshots
+    whose whole window lies at least 0.5 s after a switch and before the
+    next one count. Returns (fraction matching, snapshots counted, offset),
+    or None when there is too little to compare. The caller skips this when
+    the record's clock is not the wall clock (it covers much less time than
+    udamon ran).
+    """
+    sw = []
+    for line in wl.splitlines():
+        p = line.split()
+        if len(p) >= 4 and p[0] == "switch":
+            t = dict(x.split("=", 1) for x in p[2:] if "=" in x).get("t")
+            if t is not None:
+                sw.append((float(t), int(p[1])))
+    if len(sw) < 3:
+        return None
+    best = None
+    for step in range(0, 61):
+        off = step * 0.05
+        ok = cnt = 0
+        j = 0
+        for (end_rel, obj, _), s in zip(seq, snaps):
+            a = (s.get("start_us", 0) - t0) / 1e6 + off
+            b = (s.get("end_us", 0) - t0) / 1e6 + off
+            while j + 1 < len(sw) and sw[j + 1][0] <= a:
+                j += 1
+            if sw[j][0] > a or a < sw[j][0] + 0.5:
+                continue
+            if j + 1 < len(sw) and b > sw[j + 1][0]:
+                continue
+            if j + 1 >= len(sw):
+                continue  # after the last logged switch: unknown when it ended
+            cnt += 1
+            ok += obj == sw[j][1]
+        if cnt >= 10 and (best is None or ok / cnt > best[0]):
+            best = (ok / cnt, cnt, off)
+    return best
+
+
+def check_eight(d, out, tag="rec"):
+    wl = read(d, "wl.log")
+    objs = []
+    for line in wl.splitlines():
+        p = line.split()
+        if len(p) >= 4 and p[0] == "object":
+            objs.append((int(p[2], 16), int(p[3], 16)))
+    if len(objs) < 2:
+        raise Fail("wl.log lists no objects")
+    n = len(objs)
+    header, snaps = load_raw(d, f"{tag}.raw.jsonl")
+    aggr = snaps[0].get("aggr_us") or 100000
+    t0 = snaps[0].get("start_us", 0)
+    seq = argmax_sequence(snaps, objs, t0)
+    ident = [o for _, o, _ in seq if o is not None]
+    blind = sum(1 for _, o, _ in seq if o is None)
+    if not ident:
+        raise Fail(f"{len(snaps)} snapshots, none with a clearly hottest object (regions do not follow the workload)")
+    # blips: runs much shorter than a typical run (at most 0.3 s); a monitor
+    # that lags behind the clock makes every run short, so this is relative
+    lens = sorted(k for _, k in runs_of(ident))
+    median = lens[len(lens) // 2]
+    minrun = min(max(1, int(round(300000 / aggr))), max(1, median // 3))
+    kept = [o for o, k in runs_of(ident) if k >= minrun]
+    merged = [o for o, _ in runs_of(kept)]
+    good = bad = 0
+    chain = best_chain = 1 if merged else 0
+    for a, b in zip(merged, merged[1:]):
+        if b == (a + 1) % n:
+            good += 1
+            chain += 1
+        else:
+            bad += 1
+            chain = 1
+        best_chain = max(best_chain, chain)
+    visited = "→".join(f"obj{o}" for o in merged)
+    span = (snaps[-1].get("end_us", 0) - t0) / 1e6
+    figures = (f"{len(snaps)} snapshots over {span:.1f}s, hottest object clear in {len(ident)}/{len(snaps)}; "
+               f"order {visited}; {good} in-order steps, {bad} out of order; longest in-order run {best_chain} objects")
+    aligned = None
+    cpu = read(d, f"cpu-{tag}.txt", "").split()
+    wall = float(cpu[0]) if cpu else None
+    if wall is None or span >= 0.8 * wall:
+        aligned = align_with_switches(wl, seq, snaps, t0)
+    else:
+        figures += f"; no time alignment (the record covers {span:.1f}s of a {wall:.1f}s run)"
+    if aligned:
+        frac, considered, offset = aligned
+        figures += f"; {frac * 100:.0f}% of {considered} snapshots ≥0.5 s after a switch show the current object (record starts {offset:.2f} s after ready)"
+    need = min(6, n)
+    if aligned and aligned[0] < 0.8:
+        raise Fail(f"under 80% of the snapshots show the object the workload is on: {figures}")
+    if best_chain < need:
+        raise Fail(f"hottest object did not ascend through {need} objects in order: {figures}")
+    if bad > 1:
+        raise Fail(f"{bad} out-of-order steps: {figures}")
+    return figures
+
+
+def check_reclaim(d, out):
+    rss0, rss1 = proc_status_kb(d, "before", "VmRSS"), proc_status_kb(d, "after", "VmRSS")
+    sw0, sw1 = proc_status_kb(d, "before", "VmSwap"), proc_status_kb(d, "after", "VmSwap")
+    reps, order = hold_reports(d)
+    last = reps.get(order[-1], {}) if order else {}
+    cold, hot = last.get("cold", {}), last.get("hot", {})
+    ops = read(d, "ops.txt", "kdamond").strip()
+    figs = [f"ops {ops}", f"VmRSS {mib(rss0):.0f}→{mib(rss1):.0f} MiB ({(rss1 - rss0) * 100.0 / max(rss0, 1):+.0f}%)",
+            f"VmSwap {mib(sw0):.0f}→{mib(sw1):.0f} MiB"]
+    if cold.get("pages"):
+        figs.append(f"cold part swapped {cold.get('swapped', 0) * 100.0 / cold['pages']:.0f}% "
+                    f"(every 5 s: {cold_timeline(reps, order, 'swapped')}%)")
+    if hot.get("pages"):
+        figs.append(f"hot part resident {hot.get('present', 0) * 100.0 / hot['pages']:.0f}%")
+    st = stats_summary(d, "apply.out")
+    if st:
+        figs.append(st)
+    figures = ", ".join(figs)
+    if rss1 > 0.5 * rss0:
+        raise Fail(f"VmRSS fell by less than 50%: {figures}")
+    if sw1 <= sw0:
+        raise Fail(f"VmSwap did not grow: {figures}")
+    if cold.get("pages") and cold.get("swapped", 0) < 0.5 * cold["pages"]:
+        raise Fail(f"pagemap shows under half of the cold part swapped: {figures}")
+    return figures
+
+
+def numa_maps_nodes(d, tag, lo, hi):
+    """Pages per node of the numa_maps entries that start inside [lo, hi)."""
+    nodes = {}
+    for line in read(d, f"numa_maps-{tag}.txt", "").splitlines():
+        p = line.split()
+        if not p:
+            continue
+        try:
+            start = int(p[0], 16)
+        except ValueError:
+            continue
+        if lo <= start < hi:
+            for x in p[1:]:
+                m = re.match(r"^N(\d+)=(\d+)$", x)
+                if m:
+                    nodes[int(m.group(1))] = nodes.get(int(m.group(1)), 0) + int(m.group(2))
+    return nodes
+
+
+def check_migrate(d, out):
+    hold = read(d, "hold.log")
+    rng = hex_ranges(hold, "range")
+    reps, order = hold_reports(d)
+    if not order:
+        raise Fail("hold printed no page reports")
+    first, last = reps[order[0]], reps[order[-1]]
+    cold, hot = last.get("cold", {}), last.get("hot", {})
+    ops = read(d, "ops.txt", "?").strip()
+    figs = [f"ops {ops}"]
+    if rng:
+        b = numa_maps_nodes(d, "before", *rng[0])
+        a = numa_maps_nodes(d, "after", *rng[0])
+        figs.append(f"numa_maps N0/N1 pages {b.get(0, 0)}/{b.get(1, 0)} → {a.get(0, 0)}/{a.get(1, 0)}")
+    pages = cold.get("pages", 0)
+    if not pages:
+        raise Fail("hold reported no cold pages")
+    c1 = cold.get("node1", 0)
+    figs.append(f"cold part on node1 {first.get('cold', {}).get('node1', 0) * 100.0 / pages:.0f}%→{c1 * 100.0 / pages:.0f}% "
+                f"(every 5 s: {cold_timeline(reps, order, 'node1')}%)")
+    if hot.get("pages"):
+        figs.append(f"hot part on node0 {hot.get('node0', 0) * 100.0 / hot['pages']:.0f}%")
+    st = stats_summary(d, "apply.out")
+    if st:
+        figs.append(st)
+    figures = ", ".join(figs)
+    if c1 < 0.5 * pages:
+        raise Fail(f"under half of the cold part moved to node 1: {figures}")
+    return figures
+
+
+WRITE_WORDS = ("write", "writes", "write-only", "write_only", "writeonly", "soft-dirty", "soft_dirty", "softdirty", "dirty")
+
+
+def write_only_label(header):
+    """Where the header says the record sees writes only, or None."""
+    hits = []
+
+    def walk(o, path):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                kl = k.lower()
+                if ("write" in kl or "dirty" in kl) and v not in (False, None, 0, ""):
+                    hits.append(f"{path}{k}={json.dumps(v)}")
+                walk(v, f"{path}{k}.")
+        elif isinstance(o, list):
+            for i, v in enumerate(o):
+                walk(v, f"{path}{i}.")
+        elif isinstance(o, str) and o.lower() in WRITE_WORDS:
+            hits.append(f"{path.rstrip('.')}={json.dumps(o)}")
+
+    explicit = []
+
+    def find_flag(o, path):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k.lower().replace("-", "_") in ("write_only", "writes_only") and isinstance(v, bool):
+                    explicit.append((f"{path}{k}", v))
+                find_flag(v, f"{path}{k}.")
+
+    h = {k: v for k, v in header.items() if k != "sim"}
+    find_flag(h, "")
+    if explicit:
+        # an explicit flag decides, whatever else the header says
+        return next((f"{p}=true" for p, v in explicit if v), None)
+    walk(h, "")
+    return hits[0] if hits else None
+
+
+def check_softdirty(d, out):
+    wl = read(d, "wl.log")
+    w, r = hex_ranges(wl, "write"), hex_ranges(wl, "read")
+    if not w or not r:
+        raise Fail("wl.log lacks the write/read ranges")
+    header, snaps = load_raw(d, "rec.raw.jsonl")
+    t0 = snaps[0].get("start_us", 0)
+    use = [s for s in snaps if s.get("start_us", 0) - t0 >= 1000000] or snaps
+    wsum = rsum = 0.0
+    wcov = rcov = 0
+    for s in use:
+        regs = regions_of(s)
+        m = max_accesses(s)
+        wv, wc = weighted(regs, *w[0])
+        rv, rc = weighted(regs, *r[0])
+        wsum += wv / m
+        rsum += rv / m
+        wcov += wc
+        rcov += rc
+    wf, rf = wsum / len(use), rsum / len(use)
+    label = write_only_label(header)
+    figures = (f"{len(use)} snapshots: written half {wf * 100:.1f}% of samples, read-only half {rf * 100:.1f}%; "
+               f"header {'says ' + label if label else 'has no write-only label'}")
+    if wcov == 0 or rcov == 0:
+        raise Fail(f"the record's regions do not cover the buffer: {figures}")
+    if wf < 0.05:
+        raise Fail(f"the written half shows too few accesses: {figures}")
+    if rf > max(0.02, wf / 10):
+        raise Fail(f"the read-only half shows accesses (a write-only monitor must not see reads): {figures}")
+    if not label:
+        raise Fail("record header does not say the record is write-only (expected a header field such as "
+                   f"\"access\": \"write\" or \"write_only\": true; header keys: {', '.join(sorted(header))}); {figures}")
+    return figures
+
+
+def check_overhead(d, out):
+    paths = read(d, "paths.txt").split()
+    dur = float(read(d, "duration.txt", "20").strip() or 20)
+    rows, problems = [], []
+    for p in paths:
+        rc = read(d, f"rc-{p}.txt", "?").strip()
+        cpu = read(d, f"cpu-{p}.txt", "").strip().splitlines()
+        nums = cpu[-1].split() if cpu else []
+        if rc != "0" or len(nums) < 3:
+            err = read(d, f"{p}.err", "").strip().splitlines()
+            problems.append(f"{p}: udamon record exited {rc} ({err[-1] if err else 'no output'})")
+            continue
+        wall, user, sys_ = float(nums[0]), float(nums[1]), float(nums[2])
+        maxrss = int(nums[3]) if len(nums) > 3 and nums[3].isdigit() else None
+        # kdamond threads: the last reading of each (utime+stime in ticks of 1/100 s)
+        kd = {}
+        for line in read(d, f"kdamond-{p}.txt", "").splitlines():
+            x = line.split()
+            if len(x) >= 5:
+                kd[x[1]] = int(x[3]) + int(x[4])
+        kcpu = sum(kd.values()) / 100.0
+        nsnap, nreg, span = 0, 0.0, 0.0
+        try:
+            _, snaps = load_raw(d, f"{p}.raw.jsonl")
+            nsnap = len(snaps)
+            nreg = sum(len(regions_of(s)) for s in snaps) / max(1, nsnap)
+            span = (snaps[-1].get("end_us", 0) - snaps[0].get("start_us", 0)) / 1e6
+        except Fail:
+            pass
+        # udamon's own account (record --json), when it gives one
+        selfrep = {}
+        try:
+            selfrep = json.loads(read(d, f"{p}.out", ""))
+        except ValueError:
+            pass
+        rows.append(dict(path=p, wall=wall, cpu=user + sys_, user=user, sys=sys_, kcpu=kcpu if kd else None,
+                         rss=maxrss, snaps=nsnap, regions=nreg, span=span,
+                         self_cpu=selfrep.get("udamon_cpu_s_per_s") if isinstance(selfrep, dict) else None,
+                         self_kcpu=selfrep.get("kdamond_cpu_s_per_s") if isinstance(selfrep, dict) else None))
+    hdr = "    path       wall_s  monitored_s  udamon_cpu_s (user+sys)  cpu_s/s   kdamond_cpu_s  kdamond_s/s  maxrss_MiB  snapshots  avg_regions"
+    table = [hdr]
+    for r in rows:
+        k = f"{r['kcpu']:13.2f}  {r['kcpu'] / r['wall']:11.4f}" if r["kcpu"] is not None else f"{'-':>13}  {'-':>11}"
+        rss = f"{r['rss'] / 1024:10.1f}" if r["rss"] else f"{'-':>10}"
+        table.append(f"    {r['path']:<10} {r['wall']:6.1f}  {r['span']:11.1f}  {r['cpu']:6.2f} ({r['user']:.2f}+{r['sys']:.2f}){'':<5}"
+                     f"  {r['cpu'] / r['wall']:7.4f}   {k}  {rss}  {r['snaps']:9d}  {r['regions']:11.1f}")
+    table.append("    (cpu_s/s: CPU seconds per wall second of the run; monitored_s: the time the record covers)")
+    selfs = [r for r in rows if r["self_cpu"] is not None]
+    if selfs:
+        table.append("    udamon's own account (record --json): " + ", ".join(
+            f"{r['path']} {r['self_cpu']:.4f} CPU-s/s" + (f" + kdamond {r['self_kcpu']:.4f}" if r["self_kcpu"] is not None else "")
+            for r in selfs))
+    unavailable = read(d, "unavailable.txt", "").strip().replace("\n", "; ")
+    summary = ", ".join(f"{r['path']} {r['cpu'] / r['wall']:.3f} CPU-s/s" +
+                        (f" + kdamond {r['kcpu'] / r['wall']:.3f}" if r["kcpu"] is not None else "") for r in rows)
+    if unavailable:
+        summary += f" (not available: {unavailable})"
+    if problems or not rows:
+        raise Fail(("; ".join(problems) or "no measurements") + "\n" + "\n".join(table))
+    return summary + "\n" + "\n".join(table)
+
+
+def check_damo_peer(d, out):
+    """damo's and udamon's records of the same program, through the same
+    kernel: their median working-set sizes agree within a tolerance."""
+    tol = 0.25
+    imp = json.loads(read(d, "import.json", "{}") or "{}")
+    w = {}
+    for who in ("damo", "udamon"):
+        text = read(d, f"{who}.wss.json", "")
+        try:
+            j = json.loads(text)
+        except ValueError:
+            raise Fail(f"udamon report wss of the {who} record: {text.strip()[:200]}")
+        med = [p["wss_bytes"] for p in j["percentiles"] if p["percentile"] == 50.0]
+        if not med:
+            raise Fail(f"no median in the {who} WSS report")
+        w[who] = (med[0], j["wss_avg_bytes"], len(j.get("series", [])))
+    (dm, da, dn), (um, ua, un) = w["damo"], w["udamon"]
+    if dn == 0 or un == 0:
+        raise Fail(f"an empty record: damo {dn} snapshots, udamon {un}")
+    rel = abs(dm - um) / max(dm, um)
+    ver = read(d, "damo-version.txt", "?").strip().splitlines()
+    msg = (f"damo {ver[-1] if ver else '?'} ({imp.get('format', '?')}, {imp.get('snapshots', dn)} snapshots) "
+           f"median WSS {dm / 2**20:.1f} MiB (avg {da / 2**20:.1f}); udamon --ops kdamond ({un} snapshots) "
+           f"median {um / 2**20:.1f} MiB (avg {ua / 2**20:.1f}); difference {rel:.1%} (tolerance {tol:.0%})")
+    if rel > tol:
+        raise Fail(msg)
+    return msg
+
+
+CHECKS = {
+    "damo-peer": check_damo_peer,
+    "hello": check_hello,
+    "kdamond-eight": check_eight,
+    "idle-eight": check_eight,
+    "kdamond-prcl": check_reclaim,
+    "proc-pageout": check_reclaim,
+    "proc-migrate": check_migrate,
+    "softdirty-writer": check_softdirty,
+    "overhead": check_overhead,
+}
+
+
+def timing(out, name):
+    t = kv(read(os.path.join(out, name), "timing", ""))
+    try:
+        return float(t["end_uptime"]) - float(t["start_uptime"])
+    except (KeyError, ValueError):
+        return None
+
+
+def console_hint(out, name):
+    """': <first kernel error> (see console-X.log)' for a scenario without results."""
+    for tag in (name, "all"):
+        path = os.path.join(out, f"console-{tag}.log")
+        if os.path.exists(path):
+            with open(path, errors="replace") as f:
+                for line in f:
+                    if re.search(r"Oops|Kernel panic|BUG:|double fault|Out of memory", line):
+                        msg = re.sub(r"^\[[ 0-9.]*\] ", "", line.strip())
+                        return f": guest kernel: {msg} (see {path})"
+            return f" (see {path})"
+    return ""
+
+
+def check(out, names):
+    failed = 0
+    boots = {}
+    for line in read(out, "boots.txt", "").splitlines():
+        p = line.split()
+        if p:
+            boots[p[0]] = dict(x.split("=", 1) for x in p[1:] if "=" in x)
+    for name in names:
+        d = os.path.join(out, name)
+        st = read(d, "status", "").strip()
+        first = st.splitlines()[0] if st else ""
+        try:
+            if not first:
+                raise Fail(f"no results came back from the guest{console_hint(out, name)}")
+            word, _, rest = first.partition(" ")
+            if word == "SKIP":
+                line = f"SKIP {name}: {rest}"
+            elif word == "ERROR":
+                raise Fail(rest)
+            elif word == "RAN":
+                line = f"PASS {name}: {CHECKS[name](d, out)}"
+            else:
+                raise Fail(f"unknown status '{first}'")
+        except Fail as e:
+            failed += 1
+            line = f"FAIL {name}: {e}"
+        except Exception as e:  # a check that trips over its input is a failure, not a crash
+            failed += 1
+            line = f"FAIL {name}: check.py could not read the results ({type(e).__name__}: {e})"
+        print(line, flush=True)
+    # timings
+    print("timings (s):  scenario            boot_to_init  guest_run  qemu_wall")
+    for name in names:
+        b = kv(read(os.path.join(out, f"_boot-{name}"), "info", "")) or kv(read(os.path.join(out, "_boot-all"), "info", ""))
+        run = timing(out, name)
+        wall = boots.get(name, boots.get("all", {})).get("wall", "-")
+        init = b.get("init_uptime", "-")
+        print(f"              {name:<19} {init:>12}  {('%.1f' % run) if run is not None else '-':>9}  {wall:>9}")
+    return 1 if failed else 0
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[0] == "unpack":
+        tag = None
+        if "--boot-tag" in argv:
+            tag = argv[argv.index("--boot-tag") + 1]
+        unpack(argv[1], argv[2], tag)
+        return 0
+    if len(argv) >= 2 and argv[0] == "check":
+        return check(argv[1], argv[2:])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

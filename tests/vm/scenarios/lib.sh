@@ -1,0 +1,238 @@
+# Helpers for the guest-side scenario scripts (busybox sh). A scenario runs as
+#   sh /scenarios/NAME.sh /out/NAME
+# and sources this file first. It writes what it measured into /out/NAME and
+# one line into /out/NAME/status:
+#   RAN                 measurements are there; tests/vm/check.py judges them
+#   SKIP <reason>       the kernel lacks what the scenario needs
+#   ERROR <reason>      the scenario could not run (e.g. udamon lacks a flag)
+# A scenario's first lines may hold "# budget: SECONDS" (its time limit).
+
+OUT=$1
+NAME=$(basename "$OUT")
+mkdir -p "$OUT"
+cd "$OUT" || exit 1
+UD=/usr/bin/udamon
+export PATH=/opt/bin:/usr/bin:/bin:/sbin:/usr/sbin
+
+BG_PIDS=
+cleanup() {
+    for p in $BG_PIDS; do kill -9 "$p" 2>/dev/null; done
+}
+trap cleanup EXIT
+
+up() { read -r u _ < /proc/uptime; echo "$u"; }
+log() { echo "[$(up)] $*"; }
+status() { echo "$*" > "$OUT/status"; }
+skip() { status "SKIP $*"; log "SKIP $*"; exit 0; }
+error() { status "ERROR $*"; log "ERROR $*"; exit 1; }
+ran() { status "RAN"; log "RAN"; exit 0; }
+
+# need_flag SUBCOMMAND FLAG: ERROR unless `udamon SUBCOMMAND --help` lists FLAG
+need_flag() {
+    "$UD" $1 --help 2>&1 | grep -q -e "$2[ ,=<]" -e "$2\$" ||
+        error "udamon $1 has no $2 flag (this udamon build cannot run the scenario yet)"
+}
+
+# features.json from `udamon features --json`, once per scenario
+features() {
+    [ -s "$OUT/features.json" ] || "$UD" features --json > "$OUT/features.json" 2> "$OUT/features.err" ||
+        error "udamon features --json failed: $(head -c 300 "$OUT/features.err")"
+}
+
+# feature NAME: prints true or false (false when the name is unknown)
+feature() {
+    features
+    v=$(tr -d '\n' < "$OUT/features.json" | tr '{' '\n' | grep "\"name\": *\"$1\"" |
+        grep -o '"available": *[a-z]*' | grep -o '[a-z]*$' | head -n 1)
+    echo "${v:-false}"
+}
+
+# feature_detail NAME: the feature's detail string
+feature_detail() {
+    features
+    tr -d '\n' < "$OUT/features.json" | tr '{' '\n' | grep "\"name\": *\"$1\"" |
+        sed -n 's/.*"detail": *"\([^"]*\)".*/\1/p' | head -n 1
+}
+
+# feature_known NAME: true when `udamon features` reports NAME at all
+feature_known() {
+    features
+    tr -d '\n' < "$OUT/features.json" | tr '{' '\n' | grep -q "\"name\": *\"$1\""
+}
+
+# kdamond_unavailable: prints why kernel DAMON cannot monitor a process
+# (nothing when it can). udamon has reported vaddr support either as a
+# feature of its own (kernel_damon_vaddr) or in the list of DAMON
+# operations sets (damon_operations); both are understood.
+kdamond_unavailable() {
+    if [ ! -d /sys/kernel/mm/damon/admin ]; then
+        echo "no /sys/kernel/mm/damon/admin: kernel built without CONFIG_DAMON_SYSFS"
+    elif feature_known kernel_damon_vaddr; then
+        [ "$(feature kernel_damon_vaddr)" = true ] ||
+            echo "kernel DAMON cannot monitor a process: $(feature_detail kernel_damon_vaddr)"
+    elif feature_known damon_operations; then
+        feature_detail damon_operations | grep -qw vaddr ||
+            echo "kernel DAMON has no vaddr operations set: $(feature_detail damon_operations)"
+    fi
+}
+
+have_kdamond_vaddr() {
+    why=$(kdamond_unavailable)
+    [ -z "$why" ] || skip "$why"
+}
+
+have_idle_bitmap() {
+    [ -e /sys/kernel/mm/page_idle/bitmap ] ||
+        skip "no /sys/kernel/mm/page_idle/bitmap: kernel built without CONFIG_IDLE_PAGE_TRACKING"
+}
+
+have_soft_dirty() {
+    [ "$(feature soft_dirty)" = true ] ||
+        skip "no soft-dirty bits: $(feature_detail soft_dirty)"
+}
+
+have_swap() {
+    [ "$(wc -l < /proc/swaps)" -gt 1 ] ||
+        skip "no swap device: zram is neither built in nor loadable (pageout has nowhere to go)"
+}
+
+have_two_nodes() {
+    [ -d /sys/devices/system/node/node1 ] ||
+        skip "no NUMA node 1 in the guest (kernel without CONFIG_NUMA, or QEMU started without two nodes)"
+}
+
+# pick_user_ops: sets OPS to the user-space engine's primitive this kernel
+# offers, idle page bitmap first, then soft-dirty; SKIP when neither.
+# Writes it to ops.txt.
+pick_user_ops() {
+    if [ "$(feature idle_page_bitmap)" = true ]; then OPS=idle
+    elif [ "$(feature soft_dirty)" = true ]; then OPS=softdirty
+    else skip "neither the idle page bitmap nor soft-dirty: $(feature_detail idle_page_bitmap); $(feature_detail soft_dirty)"
+    fi
+    echo "$OPS" > ops.txt
+}
+
+# start_workload LOGFILE CMD ARGS...: runs CMD in the background; sets WL_PID
+start_workload() {
+    wl_log=$1; shift
+    "$@" > "$wl_log" 2>&1 &
+    WL_PID=$!
+    BG_PIDS="$BG_PIDS $WL_PID"
+    log "started $* (pid $WL_PID)"
+}
+
+# wait_ready LOGFILE PID SECONDS: waits for the workload's "ready" line
+wait_ready() {
+    n=0
+    while ! grep -q '^ready' "$1"; do
+        kill -0 "$2" 2>/dev/null || error "workload $2 died before ready: $(tail -n 3 "$1" | tr '\n' ' ')"
+        n=$((n + 1))
+        [ $n -gt $(($3 * 5)) ] && error "workload $2 not ready after $3 s"
+        sleep 0.2
+    done
+    log "workload $2 ready"
+}
+
+# hold_report PID LOGFILE: asks hold for a report (SIGUSR1) and waits for it
+hold_report() {
+    before=$(grep -c '^report ' "$2")
+    kill -USR1 "$1"
+    n=0
+    while [ "$(grep -c '^report ' "$2")" -lt $((before + 2)) ] && [ $n -lt 100 ]; do
+        sleep 0.1; n=$((n + 1))
+    done
+}
+
+# hold_ticker PID: asks hold for a report every 5 s while it lives (a
+# timeline of where its pages are)
+hold_ticker() {
+    (
+        while kill -0 "$1" 2>/dev/null; do
+            sleep 5
+            kill -USR1 "$1" 2>/dev/null
+        done
+    ) &
+    BG_PIDS="$BG_PIDS $!"
+    TICKER_PID=$!
+}
+
+# proc_snapshot PID TAG: copies /proc/PID/{status,numa_maps,smaps_rollup}
+proc_snapshot() {
+    cat "/proc/$1/status" > "status-$2.txt" 2>/dev/null
+    cat "/proc/$1/numa_maps" > "numa_maps-$2.txt" 2>/dev/null
+    cat "/proc/$1/smaps_rollup" > "smaps_rollup-$2.txt" 2>/dev/null
+    grep -E '^(MemFree|SwapTotal|SwapFree)' /proc/meminfo > "meminfo-$2.txt"
+}
+
+# timeline PID FILE: every 2 s, uptime VmRSS VmSwap (kB) of PID, until PID is gone
+timeline() {
+    (
+        while [ -d "/proc/$1" ]; do
+            r=$(awk '/^VmRSS/ {r=$2} /^VmSwap/ {s=$2} END {print r+0, s+0}' "/proc/$1/status" 2>/dev/null)
+            echo "$(up) $r"
+            sleep 2
+        done
+    ) > "$2" &
+    BG_PIDS="$BG_PIDS $!"
+}
+
+# run_timed TAG CMD ARGS...: runs CMD with busybox time; CPU and wall time go
+# to cpu-TAG.txt ("wall user sys maxrss_kb"), output to TAG.out/TAG.err;
+# sets RC
+run_timed() {
+    tag=$1; shift
+    log "run: $*"
+    echo "$*" > "cmd-$tag.txt"
+    time -f "%e %U %S %M" -o "cpu-$tag.txt" "$@" > "$tag.out" 2> "$tag.err"
+    RC=$?
+    log "exit $RC: $(cat "cpu-$tag.txt" 2>/dev/null | tail -n 1) (wall user sys maxrss)"
+}
+
+# watch_kdamonds FILE: every second, "uptime pid comm utime stime" of every
+# kdamond thread, until stop_watch
+watch_kdamonds() {
+    rm -f "$OUT/.stop-watch"
+    (
+        while [ ! -e "$OUT/.stop-watch" ]; do
+            for d in /proc/[0-9]*; do
+                read -r c 2>/dev/null < "$d/comm" || continue
+                case $c in
+                    kdamond*)
+                        read -r st 2>/dev/null < "$d/stat" || continue
+                        set -- ${st#*) }
+                        echo "$(up) ${d#/proc/} $c ${12} ${13}"
+                        ;;
+                esac
+            done
+            sleep 1
+        done
+    ) > "$1" &
+    WATCH_PID=$!
+    BG_PIDS="$BG_PIDS $WATCH_PID"
+}
+stop_watch() {
+    touch "$OUT/.stop-watch"
+    wait "$WATCH_PID" 2>/dev/null
+    rm -f "$OUT/.stop-watch"
+}
+
+# record_eight OPS SECONDS TAG: the eight-objects workload under udamon record
+record_eight() {
+    ops=$1 secs=$2 tag=$3
+    need_flag record --ops
+    need_flag record --pid
+    start_workload wl.log eight_objects 64 2
+    wait_ready wl.log "$WL_PID" 180
+    run_timed "$tag" "$UD" record --ops "$ops" --pid "$WL_PID" -o "$tag.udr" --duration "${secs}s"
+    kill -9 "$WL_PID" 2>/dev/null
+    [ "$RC" = 0 ] || error "udamon record --ops $ops exited $RC: $(tail -n 3 "$tag.err" | tr '\n' ' ')"
+    [ -s "$tag.udr" ] || error "udamon record --ops $ops wrote no record"
+    "$UD" report raw "$tag.udr" > "$tag.raw.jsonl" 2> "$tag.raw.err" ||
+        error "udamon report raw failed: $(head -c 300 "$tag.raw.err")"
+    "$UD" report heatmap "$tag.udr" > "$tag.heatmap.txt" 2>&1
+    "$UD" report wss "$tag.udr" --json > "$tag.wss.json" 2>&1
+}
+
+# every scenario starts with udamon's view of the kernel (in this shell, so a
+# failure ends the scenario)
+features
