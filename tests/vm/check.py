@@ -685,7 +685,25 @@ def check_damo_peer(d, out):
     return msg
 
 
+def check_cmd_exit(d, out):
+    """record -- CMD follows a command it started until the command exits."""
+    try:
+        rep = json.loads(read(d, "rec.out", ""))
+    except ValueError:
+        raise Fail(f"record --json printed no JSON: {read(d, 'rec.out', '')[:200]}")
+    _, snaps = load_raw(d, "rec.raw.jsonl")
+    msg = (f"ops {rep.get('ops')} ({rep.get('chosen_because')}), ended by {rep.get('ended_by')} "
+           f"after {rep.get('monitored_s', 0):.1f}s, {len(snaps)} snapshots; summary: "
+           f"{read(d, 'summary.txt', '').strip().splitlines()[0][:120]}")
+    if rep.get("ended_by") != "target exited":
+        raise Fail("monitoring did not end with the command: " + msg)
+    if not snaps or rep.get("monitored_s", 99) > 30:
+        raise Fail("no snapshots, or monitoring outlived the command: " + msg)
+    return msg
+
+
 CHECKS = {
+    "cmd-exit": check_cmd_exit,
     "damo-peer": check_damo_peer,
     "hello": check_hello,
     "kdamond-eight": check_eight,

@@ -3,7 +3,7 @@
 //! real clock (`--ops idle`, `--ops softdirty`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -176,6 +176,13 @@ pub struct LiveSummary {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// A command udamon started has exited (and was reaped: a zombie would
+/// still look alive to the kernel's DAMON and to /proc).
+static CHILD_EXITED: AtomicBool = AtomicBool::new(false);
+
+fn ending() -> bool {
+    STOP.load(Ordering::SeqCst) || CHILD_EXITED.load(Ordering::SeqCst)
+}
 
 fn install_stop_handler() {
     use std::sync::Once;
@@ -404,9 +411,7 @@ impl Kernel {
                 }
             }
             let elapsed = self.started.elapsed();
-            if STOP.load(Ordering::SeqCst)
-                || deadline_us.is_some_and(|d| elapsed >= Duration::from_micros(d))
-            {
+            if ending() || deadline_us.is_some_and(|d| elapsed >= Duration::from_micros(d)) {
                 return Ok(None);
             }
             // The kernel turns the kdamond off once its target is gone.
@@ -465,7 +470,7 @@ impl Live {
         match self {
             Live::Kernel(k) => k.next(deadline_us),
             Live::Engine(e, last_end_us) => loop {
-                if STOP.load(Ordering::SeqCst)
+                if ending()
                     || !e.ops().target_valid(0)
                     || deadline_us.is_some_and(|d| started.elapsed() >= Duration::from_micros(d))
                 {
@@ -539,29 +544,37 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
         }
     }
     install_stop_handler();
-    let mut child: Option<Child> = None;
+    let mut child: Option<(u32, std::thread::JoinHandle<()>)> = None;
     let pid = match &run.target {
         LiveTarget::Phys => 0,
         LiveTarget::Pid(p) => *p,
         LiveTarget::Command(argv) => {
-            let c = Command::new(&argv[0])
+            let mut c = Command::new(&argv[0])
                 .args(&argv[1..])
                 .spawn()
                 .map_err(|e| UsageError(format!("cannot start {:?}: {e}", argv[0])))?;
             let p = c.id();
-            child = Some(c);
+            CHILD_EXITED.store(false, Ordering::SeqCst);
+            // Reap the command as soon as it exits, so monitoring ends then.
+            let reaper = std::thread::spawn(move || {
+                let _ = c.wait();
+                CHILD_EXITED.store(true, Ordering::SeqCst);
+            });
+            child = Some((p, reaper));
             p
         }
     };
     let result = monitor_pid(run, out, pid, ops, because, &features);
-    if let Some(mut c) = child {
+    if let Some((p, reaper)) = child {
         // udamon started the command, so udamon ends it when monitoring
         // stops before it exits (duration passed, Ctrl-C).
-        if c.try_wait().ok().flatten().is_none() {
-            // SAFETY: kill with a pid we spawned and have not reaped.
-            unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        if !CHILD_EXITED.load(Ordering::SeqCst) {
+            // SAFETY: kill has no memory effects. The reaper has not seen
+            // the child exit, so the pid is still the child's unless it exits
+            // and its pid is reused within this instant.
+            unsafe { libc::kill(p as libc::pid_t, libc::SIGTERM) };
         }
-        let _ = c.wait();
+        let _ = reaper.join();
     }
     result
 }
@@ -680,8 +693,13 @@ fn monitor_pid(
         ),
         None => None,
     };
+    let what = if phys {
+        command.clone()
+    } else {
+        format!("pid {pid} ({command})")
+    };
     eprintln!(
-        "udamon: monitoring pid {pid} ({command}) with {} ({because}); sees {}; snapshots from {source}",
+        "udamon: monitoring {what} with {} ({because}); sees {}; snapshots from {source}",
         ops.name(),
         ops.access()
     );
@@ -703,6 +721,9 @@ fn monitor_pid(
     loop {
         if STOP.load(Ordering::SeqCst) {
             ended_by = "interrupted";
+            break;
+        }
+        if CHILD_EXITED.load(Ordering::SeqCst) {
             break;
         }
         let Some(s) = live.next(started, run.duration_us)? else {
@@ -792,10 +813,13 @@ fn monitor_pid(
 /// The one-paragraph human summary of a live run.
 pub fn print_summary(s: &LiveSummary) {
     let kb = |v: Option<u64>| v.map_or("?".into(), |k| udamon_report::fmt_bytes(k * 1024));
+    let what = if s.pid == 0 {
+        s.command.clone()
+    } else {
+        format!("pid {} ({})", s.pid, s.command)
+    };
     println!(
-        "monitored pid {} ({}) with {} for {:.1}s ({}): {} snapshots, {:.0} regions on average",
-        s.pid,
-        s.command,
+        "monitored {what} with {} for {:.1}s ({}): {} snapshots, {:.0} regions on average",
         s.ops.name(),
         s.monitored_s,
         s.ended_by,
@@ -814,12 +838,14 @@ pub fn print_summary(s: &LiveSummary) {
         Some(k) => println!("; kdamond: {k:.4} s/s"),
         None => println!(),
     }
-    println!(
-        "  target RSS {} -> {}; swap {}",
-        kb(s.rss_start_kb),
-        kb(s.rss_end_kb),
-        kb(s.swap_end_kb)
-    );
+    if s.rss_start_kb.is_some() || s.rss_end_kb.is_some() {
+        println!(
+            "  target RSS {} -> {}; swap {}",
+            kb(s.rss_start_kb),
+            kb(s.rss_end_kb),
+            kb(s.swap_end_kb)
+        );
+    }
     if let Some(o) = &s.output {
         println!("wrote {o} ({})", udamon_report::fmt_bytes(s.record_bytes));
     }
