@@ -702,7 +702,34 @@ def check_cmd_exit(d, out):
     return msg
 
 
+def check_paddr(d, out):
+    """record --paddr: System RAM is covered, and the working set lies between
+    the workload's hot 64 MiB object (less what sampling misses) and the RAM."""
+    ram = 0
+    for line in read(d, "iomem.txt", "").splitlines():
+        a, _, _ = line.strip().partition(" : ")
+        lo, _, hi = a.partition("-")
+        if lo and hi:
+            ram += int(hi, 16) + 1 - int(lo, 16)
+    figs = []
+    for p in read(d, "paths.txt", "").split():
+        _, snaps = load_raw(d, f"{p}.raw.jsonl")
+        regs = regions_of(snaps[-1])
+        covered = sum(r["end"] - r["start"] for r in regs)
+        j = json.loads(read(d, f"{p}.wss.json", "{}") or "{}")
+        med = [x["wss_bytes"] for x in j.get("percentiles", []) if x["percentile"] == 50.0]
+        med = med[0] if med else 0
+        figs.append(f"{p}: {len(snaps)} snapshots, {len(regs)} regions covering {covered / 2**20:.0f} MiB "
+                    f"of {ram / 2**20:.0f} MiB System RAM, median WSS {med / 2**20:.1f} MiB")
+        if covered < 0.9 * ram:
+            raise Fail(f"{p} covers too little of System RAM: " + "; ".join(figs))
+        if not (16 * 2**20 <= med <= ram):
+            raise Fail(f"{p} working set out of range: " + "; ".join(figs))
+    return "; ".join(figs)
+
+
 CHECKS = {
+    "paddr": check_paddr,
     "cmd-exit": check_cmd_exit,
     "damo-peer": check_damo_peer,
     "hello": check_hello,
