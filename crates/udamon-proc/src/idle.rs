@@ -91,6 +91,45 @@ impl IdleBitmap {
     }
 }
 
+impl IdleBitmap {
+    /// Marks the pages of `pending` idle (one entry per sampled region,
+    /// `None` for a region whose page is not checked). On failure every
+    /// entry becomes `None`, so nothing reads as accessed, and the error is
+    /// returned.
+    pub fn mark_pending(&self, pending: &mut [Option<u64>]) -> Result<(), ProcError> {
+        let pfns: Vec<u64> = pending.iter().flatten().copied().collect();
+        self.set_idle(&pfns)
+            .inspect_err(|_| pending.iter_mut().for_each(|p| *p = None))
+    }
+
+    /// Reads back what [`mark_pending`](Self::mark_pending) marked: one
+    /// entry per pending entry, accessed when its page is no longer idle.
+    /// On failure `accessed` holds `false` for every entry.
+    pub fn read_pending(
+        &self,
+        pending: &[Option<u64>],
+        accessed: &mut Vec<bool>,
+    ) -> Result<(), ProcError> {
+        accessed.clear();
+        let pfns: Vec<u64> = pending.iter().flatten().copied().collect();
+        match self.is_idle(&pfns) {
+            Ok(idle) => {
+                let mut it = idle.into_iter();
+                accessed.extend(
+                    pending
+                        .iter()
+                        .map(|p| p.is_some() && !it.next().expect("one per pfn")),
+                );
+                Ok(())
+            }
+            Err(e) => {
+                accessed.resize(pending.len(), false);
+                Err(e)
+            }
+        }
+    }
+}
+
 /// `ROOT/proc/kpageflags`.
 pub fn kpageflags_path(root: &Path) -> PathBuf {
     root.join("proc/kpageflags")

@@ -177,7 +177,7 @@ impl Operations for ProcOps {
                         None => self.pending.extend(t.regions.iter().map(|_| None)),
                     }
                 }
-                let mut pfns: Vec<u64> = self.pending.iter().flatten().copied().collect();
+                let pfns: Vec<u64> = self.pending.iter().flatten().copied().collect();
                 if pfns.is_empty() {
                     return;
                 }
@@ -200,14 +200,12 @@ impl Operations for ProcOps {
                             for p in self.pending.iter_mut().filter(|p| p.is_some()) {
                                 *p = it.next().expect("one head per pfn");
                             }
-                            pfns = self.pending.iter().flatten().copied().collect();
                         }
                         Err(e) => self.note(e),
                     }
                 }
                 let bm = self.bitmap.as_ref().expect("idle mode opens the bitmap");
-                if let Err(e) = bm.set_idle(&pfns) {
-                    self.pending.iter_mut().for_each(|p| *p = None);
+                if let Err(e) = bm.mark_pending(&mut self.pending) {
                     self.note(e);
                 }
             }
@@ -243,19 +241,9 @@ impl Operations for ProcOps {
                     accessed.resize(nr, false);
                     return;
                 }
-                let pfns: Vec<u64> = self.pending.iter().flatten().copied().collect();
                 let bm = self.bitmap.as_ref().expect("idle mode opens the bitmap");
-                let idle = match bm.is_idle(&pfns) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        self.note(e);
-                        accessed.resize(nr, false);
-                        return;
-                    }
-                };
-                let mut it = idle.into_iter();
-                for p in &self.pending {
-                    accessed.push(p.is_some() && !it.next().expect("one per pfn"));
+                if let Err(e) = bm.read_pending(&self.pending, accessed) {
+                    self.note(e);
                 }
             }
             AccessMode::SoftDirtyWriteOnly => {
@@ -341,16 +329,10 @@ impl Operations for ProcOps {
     ) -> Option<u64> {
         use udamon_core::schemes::GoalMetric;
         let read = |p: &str| std::fs::read_to_string(self.root.join(p)).ok();
-        let kb_field = |text: &str, name: &str| {
-            text.lines().find_map(|l| {
-                let rest = &l[l.find(name)? + name.len()..];
-                rest.split_whitespace().next()?.parse::<u64>().ok()
-            })
-        };
         match goal.metric {
             GoalMetric::RssBp => {
                 let pid = self.targets.get(idx)?.pid;
-                let rss = kb_field(&read(&format!("proc/{pid}/status"))?, "VmRSS:")? * 1024;
+                let rss = proc_field(&read(&format!("proc/{pid}/status"))?, "VmRSS:")? * 1024;
                 let mapped: u64 = read_maps(&self.root, pid)
                     .ok()?
                     .iter()
@@ -360,7 +342,10 @@ impl Operations for ProcOps {
             }
             GoalMetric::NodeMemUsedBp | GoalMetric::NodeMemFreeBp => {
                 let text = read(&format!("sys/devices/system/node/node{}/meminfo", goal.nid))?;
-                let (total, free) = (kb_field(&text, "MemTotal:")?, kb_field(&text, "MemFree:")?);
+                let (total, free) = (
+                    proc_field(&text, "MemTotal:")?,
+                    proc_field(&text, "MemFree:")?,
+                );
                 if total == 0 {
                     return None;
                 }
@@ -378,11 +363,10 @@ impl Operations for ProcOps {
             }
             GoalMetric::RefaultRate => {
                 let text = read("proc/vmstat")?;
-                let v = |k: &str| {
-                    text.lines()
-                        .find_map(|l| l.strip_prefix(k)?.trim().parse::<u64>().ok())
-                };
-                Some(v("workingset_refault_anon ")? + v("workingset_refault_file ").unwrap_or(0))
+                Some(
+                    proc_field(&text, "workingset_refault_anon")?
+                        + proc_field(&text, "workingset_refault_file").unwrap_or(0),
+                )
             }
             _ => None,
         }
@@ -394,19 +378,25 @@ impl Operations for ProcOps {
     }
 }
 
+/// The number after the word `name` on the first line that has that word:
+/// `VmRSS:` in `/proc/PID/status` ("VmRSS:\t 4096 kB" gives 4096),
+/// `MemFree:` in `/proc/meminfo` or a node's `meminfo` ("Node 1 MemFree:
+/// 250 kB"), `workingset_refault_anon` in `/proc/vmstat`.
+pub fn proc_field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        words.by_ref().find(|w| *w == name)?;
+        words.next()?.parse().ok()
+    })
+}
+
 /// `MemFree` per mille of `MemTotal` in `ROOT/proc/meminfo`.
 pub(crate) fn meminfo_free_rate(root: &Path) -> Option<u32> {
     let text = std::fs::read_to_string(root.join("proc/meminfo")).ok()?;
-    let field = |name: &str| {
-        text.lines().find_map(|l| {
-            l.strip_prefix(name)?
-                .split_whitespace()
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-    };
-    let (total, free) = (field("MemTotal:")?, field("MemFree:")?);
+    let (total, free) = (
+        proc_field(&text, "MemTotal:")?,
+        proc_field(&text, "MemFree:")?,
+    );
     (total > 0).then(|| (free * 1000 / total) as u32)
 }
 
@@ -717,6 +707,18 @@ mod tests {
             Some(1234)
         );
         assert_eq!(ops.free_mem_rate(0), Some(250));
+    }
+
+    #[test]
+    fn proc_field_reads_the_number_after_a_whole_word() {
+        let status = "Name:\tx\nVmRSS:\t    4096 kB\nVmSwap:\t 12 kB\n";
+        assert_eq!(proc_field(status, "VmRSS:"), Some(4096));
+        assert_eq!(proc_field(status, "VmSwap:"), Some(12));
+        let node = "Node 1 MemTotal:  1000 kB\nNode 1 HugePages_Free: 3\nNode 1 MemFree: 250 kB\n";
+        assert_eq!(proc_field(node, "MemFree:"), Some(250), "whole words only");
+        let vmstat = "workingset_refault_anon_x 1\nworkingset_refault_anon 7\n";
+        assert_eq!(proc_field(vmstat, "workingset_refault_anon"), Some(7));
+        assert_eq!(proc_field(vmstat, "nr_free_pages"), None);
     }
 
     #[test]

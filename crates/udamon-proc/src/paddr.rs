@@ -106,9 +106,7 @@ impl Operations for PaddrOps {
                 vec![None; pfns.len()]
             }
         };
-        let marked: Vec<u64> = self.pending.iter().flatten().copied().collect();
-        if let Err(e) = self.bitmap.set_idle(&marked) {
-            self.pending.iter_mut().for_each(|p| *p = None);
+        if let Err(e) = self.bitmap.mark_pending(&mut self.pending) {
             self.note(e);
         }
     }
@@ -119,24 +117,14 @@ impl Operations for PaddrOps {
         _window: SampleWindow,
         accessed: &mut Vec<bool>,
     ) {
-        accessed.clear();
         let nr: usize = targets.iter().map(|t| t.regions.len()).sum();
-        let pfns: Vec<u64> = self.pending.iter().flatten().copied().collect();
-        let idle = match self.bitmap.is_idle(&pfns) {
-            Ok(v) if self.pending.len() == nr => v,
-            Ok(_) => {
-                accessed.resize(nr, false);
-                return;
-            }
-            Err(e) => {
-                self.note(e);
-                accessed.resize(nr, false);
-                return;
-            }
-        };
-        let mut it = idle.into_iter();
-        for p in &self.pending {
-            accessed.push(p.is_some() && !it.next().expect("one per pfn"));
+        if self.pending.len() != nr {
+            accessed.clear();
+            accessed.resize(nr, false);
+            return;
+        }
+        if let Err(e) = self.bitmap.read_pending(&self.pending, accessed) {
+            self.note(e);
         }
     }
 

@@ -9,7 +9,7 @@ use super::record::{
     attrs_from, duration_arg, print_scheme_table, read_spec, run_sim, RunSummary, SimRun,
 };
 use crate::cli::{ApplyArgs, SchemesCommand};
-use crate::cmd::live::{live_target, print_summary, root_of, run_live, LiveRun, OpsChoice};
+use crate::cmd::live::{print_summary, refuse_ops_with_sim, run_from_args};
 use crate::output::print_json;
 use crate::UsageError;
 use udamon_sim::MonitorKind;
@@ -58,13 +58,7 @@ pub fn run(a: ApplyArgs) -> Result<()> {
     let Some(sim) = &a.sim else {
         return apply_live(&a, schemes, attrs, duration_us);
     };
-    if a.live.ops != OpsChoice::Auto {
-        return Err(UsageError(format!(
-            "--ops {} acts on a live process (--pid or -- CMD); --sim runs the simulator",
-            a.live.ops.name()
-        ))
-        .into());
-    }
+    refuse_ops_with_sim(a.live.ops, "acts on")?;
     let spec_text = read_spec(sim)?;
     let origin = sim.display().to_string();
     let mut run = SimRun {
@@ -117,19 +111,14 @@ fn apply_live(
     if a.seed.is_some() {
         return Err(UsageError("--seed applies to the simulator (--sim) only".into()).into());
     }
-    let target = live_target(a.live.pid, &a.live.command, a.live.paddr)
-        .ok_or_else(|| UsageError("give --sim SPEC, --pid PID, --paddr or -- CMD ARGS".into()))?;
-    let root = root_of(&a.live.root);
-    let run = LiveRun {
-        target,
-        ops: a.live.ops,
-        root: &root,
+    let s = run_from_args(
+        &a.live,
         attrs,
         schemes,
         duration_us,
-        progress: !a.json,
-    };
-    let s = run_live(&run, a.output.as_deref())?;
+        !a.json,
+        a.output.as_deref(),
+    )?;
     if a.json {
         return print_json(&s);
     }

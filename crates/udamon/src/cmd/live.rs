@@ -17,10 +17,11 @@ use udamon_core::{Attrs, Engine, Monitor, Operations, Snapshot, Target};
 use udamon_kdamon::trace::{parse_aggregated, Assembler, TraceSession};
 use udamon_kdamon::{KTarget, KdamonConfig, KdamonDriver, OpsKind};
 use udamon_proc::{
-    system_ram, unsupported_reason, AccessMode, Paced, PaddrOps, ProcError, ProcOps,
+    proc_field, system_ram, unsupported_reason, AccessMode, Paced, PaddrOps, ProcError, ProcOps,
 };
 use udamon_record::{Header, TargetInfo, Writer};
 
+use crate::cli::LiveArgs;
 use crate::cmd::record::{scheme_reports, SchemeReport};
 use crate::features::{probe, Features};
 use crate::output::Progress;
@@ -355,16 +356,7 @@ pub fn rss_swap_kb(root: &Path, pid: u32) -> (Option<u64>, Option<u64>) {
     let Ok(s) = std::fs::read_to_string(root.join(format!("proc/{pid}/status"))) else {
         return (None, None);
     };
-    let field = |name: &str| {
-        s.lines().find_map(|l| {
-            l.strip_prefix(name)?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-    };
-    (field("VmRSS:"), field("VmSwap:"))
+    (proc_field(&s, "VmRSS:"), proc_field(&s, "VmSwap:"))
 }
 
 /// CPU seconds (user + system) of a thread or process from its stat file.
@@ -851,19 +843,51 @@ pub fn print_summary(s: &LiveSummary) {
     }
 }
 
-/// Builds the live target from `--pid` or the trailing command.
-pub fn live_target(pid: Option<u32>, command: &[String], paddr: bool) -> Option<LiveTarget> {
-    if paddr {
-        return Some(LiveTarget::Phys);
-    }
-    match (pid, command.is_empty()) {
-        (Some(p), _) => Some(LiveTarget::Pid(p)),
-        (None, false) => Some(LiveTarget::Command(command.to_vec())),
-        (None, true) => None,
-    }
+/// Runs the live target that `--pid`, `--paddr` or `-- CMD` names (the
+/// hidden `--root` points /proc and /sys at a fake tree in tests).
+pub fn run_from_args(
+    a: &LiveArgs,
+    attrs: Attrs,
+    schemes: Vec<Damos>,
+    duration_us: Option<u64>,
+    progress: bool,
+    out: Option<&Path>,
+) -> Result<LiveSummary> {
+    let target = if a.paddr {
+        LiveTarget::Phys
+    } else {
+        match (a.pid, a.command.is_empty()) {
+            (Some(p), _) => LiveTarget::Pid(p),
+            (None, false) => LiveTarget::Command(a.command.clone()),
+            (None, true) => {
+                return Err(
+                    UsageError("give --sim SPEC, --pid PID, --paddr or -- CMD ARGS".into()).into(),
+                )
+            }
+        }
+    };
+    let root = a.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let run = LiveRun {
+        target,
+        ops: a.ops,
+        root: &root,
+        attrs,
+        schemes,
+        duration_us,
+        progress,
+    };
+    run_live(&run, out)
 }
 
-/// The root the live paths read (hidden test flag `--root`).
-pub fn root_of(p: &Option<PathBuf>) -> PathBuf {
-    p.clone().unwrap_or_else(|| PathBuf::from("/"))
+/// `--ops` names a live path, which `--sim` does not take; `what` says what
+/// the live path does ("watches", "acts on").
+pub fn refuse_ops_with_sim(ops: OpsChoice, what: &str) -> Result<()> {
+    if ops == OpsChoice::Auto {
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "--ops {} {what} a live process (--pid or -- CMD); --sim runs the simulator",
+        ops.name()
+    ))
+    .into())
 }

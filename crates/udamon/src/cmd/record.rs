@@ -14,7 +14,7 @@ use udamon_sim::units::parse_duration_us;
 use udamon_sim::{build_engine, build_monitor, Model, MonitorKind, SimOps, Workload};
 
 use crate::cli::{AttrsArgs, RecordArgs};
-use crate::cmd::live::{live_target, print_summary, root_of, run_live, LiveRun, OpsChoice};
+use crate::cmd::live::{print_summary, refuse_ops_with_sim, run_from_args};
 use crate::output::{print_json, Progress};
 use crate::UsageError;
 
@@ -344,13 +344,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
     let Some(sim) = &a.sim else {
         return record_live(&a, duration_us);
     };
-    if a.live.ops != OpsChoice::Auto {
-        return Err(UsageError(format!(
-            "--ops {} watches a live process (--pid or -- CMD); --sim runs the simulator",
-            a.live.ops.name()
-        ))
-        .into());
-    }
+    refuse_ops_with_sim(a.live.ops, "watches")?;
     let spec_text = read_spec(sim)?;
     let run = SimRun {
         spec_text: &spec_text,
@@ -388,19 +382,15 @@ fn record_live(a: &RecordArgs, duration_us: Option<u64>) -> Result<()> {
         )
         .into());
     }
-    let target = live_target(a.live.pid, &a.live.command, a.live.paddr)
-        .ok_or_else(|| UsageError("give --sim SPEC, --pid PID, --paddr or -- CMD ARGS".into()))?;
-    let root = root_of(&a.live.root);
-    let run = LiveRun {
-        target,
-        ops: a.live.ops,
-        root: &root,
-        attrs: attrs_from(&a.attrs)?,
-        schemes: Vec::new(),
+    let attrs = attrs_from(&a.attrs)?;
+    let s = run_from_args(
+        &a.live,
+        attrs,
+        Vec::new(),
         duration_us,
-        progress: !a.json,
-    };
-    let s = run_live(&run, Some(&a.output))?;
+        !a.json,
+        Some(&a.output),
+    )?;
     if a.json {
         return print_json(&s);
     }
