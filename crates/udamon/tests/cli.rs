@@ -1,20 +1,7 @@
 //! The real binary, run in a temporary directory.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn udamon(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_udamon"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run udamon")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{text, udamon};
 
 const SMALL: &str = r#"
 name = "small"
