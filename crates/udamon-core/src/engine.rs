@@ -115,6 +115,15 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             .collect();
     }
 
+    /// Makes every installed scheme a dry run (see
+    /// [`SchemeState::dry_run`](crate::schemes::SchemeState)): nothing is
+    /// done, what would have been done is counted.
+    pub fn set_dry_run(&mut self, dry_run: bool) {
+        for st in &mut self.schemes {
+            st.dry_run = dry_run;
+        }
+    }
+
     /// The installed schemes with their statistics and quota state.
     pub fn schemes(&self) -> &[SchemeState] {
         &self.schemes

@@ -21,9 +21,9 @@ pub trait Monitor {
     fn now_us(&self) -> u64;
 
     /// Stop producing snapshots once `now_us` reaches this time (`None`:
-    /// never). Also ends waits in which no snapshot is produced, such as
-    /// every scheme being off by its watermarks.
-    /// Monitors that never wait without producing snapshots may ignore it
-    /// (the default); callers still check [`now_us`](Monitor::now_us).
-    fn set_deadline(&mut self, _deadline_us: Option<u64>) {}
+    /// never): `next_snapshot` returns `None` from then on. Also ends waits
+    /// in which no snapshot is produced, such as every scheme being off by
+    /// its watermarks. Every monitor implements it (there is no default), so
+    /// a caller may rely on it to end a run.
+    fn set_deadline(&mut self, deadline_us: Option<u64>);
 }

@@ -27,6 +27,7 @@ pub struct FullScan {
     now_us: u64,
     window_start_us: u64,
     pieces: Vec<Piece>,
+    deadline_us: Option<u64>,
 }
 
 impl FullScan {
@@ -60,6 +61,7 @@ impl FullScan {
             now_us: 0,
             window_start_us: 0,
             pieces: Vec::new(),
+            deadline_us: None,
         })
     }
 
@@ -240,6 +242,9 @@ fn swept_spans(segs: &[(&crate::model::Seg, Piece)], a: u64, b: u64) -> Vec<(u64
 
 impl Monitor for FullScan {
     fn next_snapshot(&mut self) -> Result<Option<Snapshot>, Error> {
+        if self.deadline_us.is_some_and(|d| self.now_us >= d) {
+            return Ok(None);
+        }
         for _ in 0..self.attrs.aggr_samples() {
             self.sample();
         }
@@ -258,6 +263,10 @@ impl Monitor for FullScan {
 
     fn now_us(&self) -> u64 {
         self.now_us
+    }
+
+    fn set_deadline(&mut self, deadline_us: Option<u64>) {
+        self.deadline_us = deadline_us;
     }
 }
 

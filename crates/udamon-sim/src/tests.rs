@@ -350,3 +350,26 @@ mod goals {
         settled(&trace, 5500, 250, 1300, 60_000_000);
     }
 }
+
+/// Every monitor kind stops at its deadline: `next_snapshot` returns `None`
+/// once `now_us` reaches it, so a caller that loops on it ends (the full
+/// scan once ignored it, and `udamon record --full-scan` never ended).
+#[test]
+fn every_monitor_kind_stops_at_its_deadline() {
+    let model = Arc::new(Model::new(Workload::from_toml(DEMO_SPEC, "demo").unwrap()));
+    for kind in [
+        MonitorKind::Adaptive,
+        MonitorKind::FixedRegions(50),
+        MonitorKind::FullScan,
+    ] {
+        let mut mon = build_monitor(&model, Attrs::default(), 1, kind).unwrap();
+        mon.set_deadline(Some(1_000_000));
+        let mut n = 0;
+        while mon.next_snapshot().unwrap().is_some() {
+            n += 1;
+            assert!(n <= 10, "{}: more than 1 s of snapshots", kind.label());
+        }
+        assert_eq!(n, 10, "{}", kind.label());
+        assert_eq!(mon.now_us(), 1_000_000, "{}", kind.label());
+    }
+}

@@ -350,6 +350,12 @@ pub fn parse_expr(text: &str) -> Result<Formula> {
             )));
         }
     }
+    // An expression that parses but cannot give a number ("1 +", a
+    // comparison) fails on any metrics: find out now, not after the runs.
+    let m = Metrics::default();
+    if let Err(Error::Score(msg)) = eval_expr(text, &node, &m, &m, 0.0) {
+        return Err(Error::usage(msg));
+    }
     Ok(Formula::Expr {
         text: text.to_string(),
         node,
@@ -436,6 +442,19 @@ mod tests {
             faults: 100.0,
             ..Metrics::default()
         }
+    }
+
+    /// An expression that parses but cannot give a number is refused when
+    /// it is given, as bad input, before any run.
+    #[test]
+    fn an_expression_without_a_number_is_bad_input() {
+        for e in ["1 +", "runtime < base_runtime"] {
+            match parse_expr(e) {
+                Err(Error::Usage(m)) => assert!(m.contains(e), "{m}"),
+                other => panic!("{e}: {other:?}"),
+            }
+        }
+        assert!(parse_expr("1 - rss_avg / base_rss_avg").is_ok());
     }
 
     /// Listing 2, line by line, on a table of runs against a 100 s, 1 GiB

@@ -5,6 +5,7 @@ mod cli;
 mod cmd;
 mod features;
 mod output;
+mod stop;
 
 use std::process::ExitCode;
 
@@ -50,6 +51,15 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 return 2;
             }
         }
+        if let Some(e) = cause.downcast_ref::<udamon_report::Error>() {
+            // What the user asked of the record, not what happened writing.
+            use udamon_report::Error as R;
+            match e {
+                R::Io(_) | R::Plot(_) | R::Source(_) => {}
+                R::Record(udamon_record::Error::Io { .. }) => {}
+                _ => return 2,
+            }
+        }
         if let Some(e) = cause.downcast_ref::<udamon_record::Error>() {
             if !matches!(e, udamon_record::Error::Io { .. }) {
                 return 2;
@@ -57,6 +67,45 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         }
     }
     1
+}
+
+/// The error and its causes on one line, each said once (a cause already
+/// quoted by the message above it is not repeated) and in plain words (no
+/// Rust "(os error N)" suffixes, no debug formatting).
+fn error_message(err: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in err.chain() {
+        let c = strip_os_error(&cause.to_string());
+        if msg.to_lowercase().contains(&c.to_lowercase()) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&c);
+    }
+    msg
+}
+
+/// "No such file or directory (os error 2)" -> "no such file or directory".
+fn strip_os_error(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(" (os error ") {
+        let (head, tail) = rest.split_at(i);
+        out.push_str(head);
+        // Lower-case the message the suffix belonged to: "...: No such" -> "no such".
+        if let Some(j) = out.rfind(": ") {
+            let k = j + 2;
+            if let Some(c) = out.get(k..k + 1) {
+                let lower = c.to_ascii_lowercase();
+                out.replace_range(k..k + 1, &lower);
+            }
+        }
+        rest = tail.find(')').map_or("", |j| &tail[j + 1..]);
+    }
+    out.push_str(rest);
+    out
 }
 
 fn main() -> ExitCode {
@@ -69,13 +118,25 @@ fn main() -> ExitCode {
     match cmd::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            let msg = err
-                .chain()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(": ");
-            eprintln!("udamon: {msg}");
+            eprintln!("udamon: {}", error_message(&err));
             ExitCode::from(exit_code(&err))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_names_its_cause_once_in_plain_words() {
+        let io = std::io::Error::from_raw_os_error(2);
+        let err = anyhow::Error::new(udamon_record::Error::Io {
+            path: "x.udr".into(),
+            source: io,
+        });
+        assert_eq!(error_message(&err), "x.udr: no such file or directory");
+        let err = anyhow::anyhow!("outer").context("cannot write y.png");
+        assert_eq!(error_message(&err), "cannot write y.png: outer");
     }
 }

@@ -1,10 +1,13 @@
 //! Terminal conventions shared by every subcommand: colour, progress, JSON.
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::UsageError;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum ColorChoice {
@@ -71,4 +74,117 @@ impl Progress {
 pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
+}
+
+/// Gets an output file ready before any work starts, so that nothing is lost
+/// and no long run ends in "cannot write": refuses a path that is one of the
+/// `inputs` or another output of the same command (`others`), a directory,
+/// or a directory that does not exist or cannot be written; an existing
+/// regular file is kept as `NAME.old`, as `perf record` keeps `perf.data.old`
+/// (one generation: an older `.old` is replaced). Devices and pipes such as
+/// `/dev/null` are written as they are. Returns a note for stderr when a
+/// file was kept.
+pub fn prepare_output(
+    flag: &str,
+    path: &Path,
+    inputs: &[&Path],
+    others: &[&Path],
+) -> anyhow::Result<Option<String>> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).ok();
+    if let Some(m) = &meta {
+        let same =
+            |p: &Path| std::fs::metadata(p).is_ok_and(|o| o.dev() == m.dev() && o.ino() == m.ino());
+        if let Some(i) = inputs.iter().find(|i| same(i)) {
+            return Err(UsageError(format!(
+                "{flag} {shown}: that is the input {}; write the output to another file",
+                i.display()
+            ))
+            .into());
+        }
+        if m.is_dir() {
+            return Err(
+                UsageError(format!("{flag} {shown}: is a directory; give a file name")).into(),
+            );
+        }
+    }
+    if others.iter().any(|o| *o == path) {
+        return Err(UsageError(format!(
+            "{flag} {shown}: another output of this command goes there too; give each its own file"
+        ))
+        .into());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(UsageError(format!(
+            "{flag} {shown}: directory {} does not exist",
+            dir.display()
+        ))
+        .into());
+    }
+    let Some(m) = meta else {
+        // A new file: make sure the directory takes one now, not after the run.
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let probe = dir.join(format!(".{name}.udamon-{}", std::process::id()));
+        return match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+        {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+                Ok(None)
+            }
+            Err(e) => Err(UsageError(format!(
+                "{flag} {shown}: cannot create a file in {}: {}",
+                dir.display(),
+                plain_io(&e)
+            ))
+            .into()),
+        };
+    };
+    if !m.is_file() {
+        return Ok(None);
+    }
+    let mut old = path.as_os_str().to_owned();
+    old.push(".old");
+    let old = PathBuf::from(old);
+    std::fs::rename(path, &old).map_err(|e| {
+        UsageError(format!(
+            "{flag} {shown}: exists and cannot be kept as {}: {}",
+            old.display(),
+            plain_io(&e)
+        ))
+    })?;
+    Ok(Some(format!(
+        "kept the previous {shown} as {}",
+        old.display()
+    )))
+}
+
+/// [`prepare_output`], printing its note on stderr.
+pub fn prepare(flag: &str, path: &Path, inputs: &[&Path], others: &[&Path]) -> anyhow::Result<()> {
+    if let Some(note) = prepare_output(flag, path, inputs, others)? {
+        eprintln!("udamon: {note}");
+    }
+    Ok(())
+}
+
+/// An I/O error in plain words, without Rust's "(os error N)" suffix.
+pub fn plain_io(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => {
+            let mut t = s[..i].to_string();
+            if let Some(c) = t.get_mut(..1) {
+                c.make_ascii_lowercase();
+            }
+            t
+        }
+        None => s,
+    }
 }

@@ -1,7 +1,7 @@
 //! The real binary, run in a temporary directory.
 
 mod common;
-use common::{text, udamon};
+use common::{finish, spawn, text, udamon, udamon_within, Bounds, DEFAULT};
 
 const SMALL: &str = r#"
 name = "small"
@@ -334,11 +334,53 @@ fn dry_run_applies_nothing_but_counts() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let s = &v["with_schemes"]["schemes"][0];
-    assert_eq!(s["action"], "stat");
-    assert!(s["sz_tried"].as_u64().unwrap() > 0);
-    assert_eq!(s["sz_applied"], 0);
+    assert_eq!(v["dry_run"], true);
+    // Nothing was done: the run is the run without schemes.
     assert_eq!(v["ratios"]["rss_avg_bytes"], 1.0);
+    assert_eq!(v["ratios"]["runtime_s"], 1.0);
+    // What would have been done: the demo's cold memory (about 1.6 GiB
+    // mapped, most of it idle), counted at each pass where it qualifies
+    // again after the action's age reset (every 5 s: a few times in 20 s,
+    // not at every 100 ms pass, which added up to hundreds of GiB), and
+    // once as distinct memory.
+    let s = &v["with_schemes"]["schemes"][0];
+    assert_eq!(s["action"], "pageout");
+    let (tried, applied, distinct) = (
+        s["sz_tried"].as_u64().unwrap(),
+        s["sz_applied"].as_u64().unwrap(),
+        s["would_apply_bytes"].as_u64().unwrap(),
+    );
+    assert!(
+        distinct > 512 << 20 && distinct <= 2 << 30,
+        "distinct {distinct}"
+    );
+    assert!(
+        applied >= distinct && applied <= 5 * distinct,
+        "applied {applied}"
+    );
+    assert!(
+        tried <= 8 << 30 && applied <= tried,
+        "tried {tried}, applied {applied}"
+    );
+    let human = udamon(
+        dir.path(),
+        &[
+            "apply",
+            &schemes,
+            "--sim",
+            &spec,
+            "--dry-run",
+            "--duration",
+            "20s",
+        ],
+    );
+    let out = text(&human.stdout);
+    assert!(out.contains("dry run: no action was performed"), "{out}");
+    assert!(
+        out.contains("dry run: pageout would have been applied to"),
+        "{out}"
+    );
+    assert!(!out.contains("with schemes"), "{out}");
 }
 
 #[test]
@@ -362,4 +404,296 @@ fn schemes_check_prints_the_normalised_form() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// Every monitor kind stops at `--duration`, from the command line, within a
+/// time and memory bound (the full scan once ran forever).
+#[test]
+fn every_monitor_kind_stops_at_its_duration() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = repo_file("examples/specs/swap.toml");
+    let bounds = Bounds {
+        secs: 120,
+        mem_bytes: 2 << 30,
+    };
+    for extra in [&[][..], &["--fixed-regions", "100"], &["--full-scan"]] {
+        let mut args = vec![
+            "record",
+            "--sim",
+            &spec,
+            "--duration",
+            "1s",
+            "-o",
+            "m.udr",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = udamon_within(dir.path(), &args, bounds);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["snapshots"], 10, "{args:?}");
+        assert_eq!(v["simulated_s"], 1.0, "{args:?}");
+        assert_eq!(v["ended_by"], "duration", "{args:?}");
+    }
+}
+
+/// An output is never written onto an input, and an existing output is
+/// kept as NAME.old (one generation, as perf does) instead of replaced.
+#[test]
+fn outputs_never_replace_inputs_and_keep_the_previous_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("x.toml"), SMALL).unwrap();
+    std::fs::write(d.join("p.txt"), "4K max 0 0 5s max pageout\n").unwrap();
+    std::fs::copy(
+        repo_file("crates/udamon/tests/data/damo-3.4.3.json"),
+        d.join("d.json"),
+    )
+    .unwrap();
+    let out = udamon(d, &["record", "--sim", "x.toml", "-o", "r.udr"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let cases: &[&[&str]] = &[
+        &["record", "--sim", "x.toml", "-o", "x.toml"],
+        &["apply", "p.txt", "--sim", "x.toml", "-o", "p.txt"],
+        &["apply", "p.txt", "--sim", "x.toml", "-o", "./x.toml"],
+        &["import", "d.json", "-o", "d.json"],
+        &["report", "heatmap", "r.udr", "-o", "r.udr"],
+        &["tune", "p.txt", "--sim", "x.toml", "-o", "x.toml"],
+        &["tune", "p.txt", "--sim", "x.toml", "--plot", "p.txt"],
+    ];
+    let inputs = ["x.toml", "p.txt", "d.json", "r.udr"];
+    let before: Vec<Vec<u8>> = inputs
+        .iter()
+        .map(|f| std::fs::read(d.join(f)).unwrap())
+        .collect();
+    for args in cases {
+        let out = udamon(d, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("that is the input"), "{args:?}: {err}");
+    }
+    let after: Vec<Vec<u8>> = inputs
+        .iter()
+        .map(|f| std::fs::read(d.join(f)).unwrap())
+        .collect();
+    assert!(before == after, "an input changed");
+    assert!(!d.join("x.toml.old").exists() && !d.join("p.txt.old").exists());
+
+    // Writing again: the previous output is kept, once.
+    let first = std::fs::read(d.join("r.udr")).unwrap();
+    let out = udamon(
+        d,
+        &["record", "--sim", "x.toml", "-o", "r.udr", "--seed", "9"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("kept the previous r.udr as r.udr.old"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read(d.join("r.udr.old")).unwrap(), first);
+    assert_ne!(std::fs::read(d.join("r.udr")).unwrap(), first);
+    // Two outputs of one command cannot be the same file.
+    let out = udamon(d, &["demo", "-o", "same", "--image", "same"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+/// Outputs are checked before the work starts: a tune whose results could
+/// not be written fails at once, before any run.
+#[test]
+fn tune_checks_its_outputs_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("x.toml"), SMALL).unwrap();
+    std::fs::write(d.join("p.txt"), "4K max 0 0 5s max pageout\n").unwrap();
+    for (args, want) in [
+        (
+            &[
+                "tune",
+                "p.txt",
+                "--sim",
+                "x.toml",
+                "-o",
+                "no/such/dir/t.toml",
+            ][..],
+            "directory no/such/dir does not exist",
+        ),
+        (
+            &["tune", "p.txt", "--sim", "x.toml", "--plot", "t.jpg"],
+            "must end in .png or .svg",
+        ),
+        (
+            &["tune", "p.txt", "--sim", "x.toml", "-o", "."],
+            "is a directory",
+        ),
+    ] {
+        let out = udamon(d, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        // Refused before the first run: nothing was printed or sampled.
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP end a simulated record like a live one: the
+/// record is complete up to there, the summary says so, exit 0.
+#[test]
+fn a_signal_ends_a_simulated_record_with_its_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = repo_file("examples/specs/demo.toml");
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let child = spawn(
+            dir.path(),
+            &[
+                "record",
+                "--sim",
+                &spec,
+                "--duration",
+                "10h",
+                "-o",
+                "long.udr",
+                "--json",
+            ],
+            DEFAULT,
+        );
+        // Wait until it is recording (the record's header is written first).
+        let rec = dir.path().join("long.udr");
+        for _ in 0..100 {
+            if rec.metadata().is_ok_and(|m| m.len() > 0) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        let out = finish(child, 60, "udamon record (signalled)");
+        assert!(out.status.success(), "signal {sig}: {}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["ended_by"], "interrupted");
+        let simulated = v["simulated_s"].as_f64().unwrap();
+        assert!(simulated > 0.0 && simulated < 36_000.0, "{v}");
+        assert!(text(&out.stderr).contains("interrupted after"));
+        let out = udamon(dir.path(), &["report", "summary", "long.udr", "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(s["ended_by"], "interrupted");
+        assert_eq!(s["snapshots"], v["snapshots"]);
+        assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
+    }
+}
+
+/// No perfect score over nothing, no silent partial replay, no run of
+/// length zero.
+#[test]
+fn wrong_answers_that_looked_right_are_errors_or_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("small.toml"), SMALL).unwrap();
+    std::fs::write(d.join("p.txt"), "4K max 0 0 1s max pageout\n").unwrap();
+    let out = udamon(d, &["record", "--sim", "small.toml", "-o", "s.udr"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = udamon(d, &["report", "accuracy", "s.udr", "--warmup", "100000"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--warmup 100000: no window is left to score; s.udr has 30"),
+        "{}",
+        text(&out.stderr)
+    );
+    for args in [
+        &["record", "--sim", "small.toml", "--duration", "0s"][..],
+        &["apply", "p.txt", "--sim", "small.toml", "--duration", "0us"],
+        &["tune", "p.txt", "--sim", "small.toml", "--duration", "0ms"],
+    ] {
+        let out = udamon(d, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("a positive duration"),
+            "{args:?}"
+        );
+    }
+    // A damaged record replays its readable part, and says so.
+    let out = udamon(
+        d,
+        &[
+            "record",
+            "--sim",
+            "small.toml",
+            "-o",
+            "l.udr",
+            "--duration",
+            "20s",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let bytes = std::fs::read(d.join("l.udr")).unwrap();
+    std::fs::write(d.join("cut.udr"), &bytes[..bytes.len() - 10]).unwrap();
+    let out = udamon(d, &["replay", "cut.udr", "--schemes", "p.txt"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("warning: cut.udr"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Bad input exits 2 and names the path once, in plain words.
+#[test]
+fn bad_input_exits_2_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("small.toml"), SMALL).unwrap();
+    std::fs::write(d.join("p.txt"), "4K max 0 0 1s max pageout\n").unwrap();
+    let out = udamon(d, &["record", "--sim", "small.toml", "-o", "s.udr"]);
+    assert!(out.status.success());
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["report", "wss", "x.udr"],
+            "cannot read record x.udr: no such file or directory",
+        ),
+        (
+            &["report", "wss", "."],
+            "cannot read record .: is a directory",
+        ),
+        (
+            &["import", "x.json"],
+            "cannot read damo record x.json: no such file or directory",
+        ),
+        (
+            &["report", "heatmap", "s.udr", "--resol", "0x0"],
+            "bins must be at least 1",
+        ),
+        (
+            &["report", "wss", "s.udr", "--percentiles", "150"],
+            "percentile 150",
+        ),
+        (
+            &[
+                "tune",
+                "p.txt",
+                "--sim",
+                "small.toml",
+                "--score-expr",
+                "1 +",
+            ],
+            "--score-expr \"1 +\"",
+        ),
+        (
+            &["report", "heatmap", "s.udr", "-o", "no/dir/h.png"],
+            "directory no/dir does not exist",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = udamon(d, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(
+            !err.contains("os error") && !err.contains("Os {"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }

@@ -299,3 +299,60 @@ fn paddr_idle_monitors_system_ram_from_iomem() {
         text(&out.stderr)
     );
 }
+
+/// When no path works, the refusal names every blocker of every path: a
+/// foreign kdamond is never the only reason given when the kernel also
+/// lacks DAMON vaddr (stopping it would not help, and it is not ours).
+#[test]
+fn a_refusal_names_every_blocker() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    write(&root, "proc/sys/kernel/osrelease", "6.18.0-test\n");
+    write(
+        &root,
+        "boot/config-6.18.0-test",
+        "CONFIG_DAMON=y\nCONFIG_DAMON_SYSFS=y\nCONFIG_DAMON_PADDR=y\n",
+    );
+    let admin = "sys/kernel/mm/damon/admin/kdamonds";
+    write(&root, &format!("{admin}/nr_kdamonds"), "1\n");
+    write(&root, &format!("{admin}/0/state"), "on\n");
+    write(&root, &format!("{admin}/0/pid"), "77\n");
+    write(&root, &format!("proc/{PID}/pagemap"), "");
+    let r = root.to_str().unwrap();
+    let pid = PID.to_string();
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["record", "--pid", &pid, "--root", r],
+            &[
+                "cannot monitor a live process",
+                "vaddr needs CONFIG_DAMON_VADDR",
+                "kdamond 0 (state on, pid 77)",
+                "CONFIG_IDLE_PAGE_TRACKING",
+                "CONFIG_MEM_SOFT_DIRTY",
+            ],
+        ),
+        (
+            &["record", "--ops", "kdamond", "--pid", &pid, "--root", r],
+            &[
+                "vaddr needs CONFIG_DAMON_VADDR",
+                "kdamond 0 (state on, pid 77)",
+            ],
+        ),
+        (
+            &["record", "--paddr", "--root", r],
+            &[
+                "cannot monitor physical memory",
+                "kdamond 0 (state on, pid 77)",
+                "CONFIG_IDLE_PAGE_TRACKING",
+            ],
+        ),
+    ];
+    for (args, wants) in cases {
+        let out = udamon(dir.path(), args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        for w in *wants {
+            assert!(err.contains(w), "{args:?} lacks {w:?}: {err}");
+        }
+    }
+}

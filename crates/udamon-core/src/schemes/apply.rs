@@ -48,6 +48,16 @@ pub struct SchemeState {
     goal_prev: Vec<Option<u64>>,
     /// Regions tried in the last apply pass (the kernel's tried_regions).
     pub tried_regions: Vec<RegionSnapshot>,
+    /// Dry run: the action is never performed. Each region it would be
+    /// applied to goes through the ops as `stat` (so ops filters still
+    /// count the bytes they pass) and counts as applied in full (or as what
+    /// the ops filters passed); ages and quotas move as if the action had
+    /// run, so a region is not counted again until it matches again.
+    pub dry_run: bool,
+    /// In a dry run, the memory the action would have been applied to:
+    /// (target index, start, end), sorted and merged, so each byte counts
+    /// once however many passes chose it.
+    pub dry_run_ranges: Vec<(usize, u64, u64)>,
 }
 
 impl SchemeState {
@@ -75,6 +85,8 @@ impl SchemeState {
             goal_values: vec![0; n],
             goal_prev: vec![None; n],
             tried_regions: Vec::new(),
+            dry_run: false,
+            dry_run_ranges: Vec::new(),
         };
         s.next_apply = s.apply_samples(attrs);
         s
@@ -477,6 +489,27 @@ pub(crate) fn apply_schemes<O: Operations>(schemes: &mut [SchemeState], ctx: &mu
     }
 }
 
+/// Adds `[start, end)` of target `t` to sorted, merged `ranges`.
+pub(crate) fn add_range(ranges: &mut Vec<(usize, u64, u64)>, t: usize, start: u64, end: u64) {
+    // The first range that ends at or after `start` (touching ranges merge).
+    let i = ranges.partition_point(|&(rt, _, re)| (rt, re) < (t, start));
+    let mut j = i;
+    let (mut lo, mut hi) = (start, end);
+    while j < ranges.len() && ranges[j].0 == t && ranges[j].1 <= hi {
+        lo = lo.min(ranges[j].1);
+        hi = hi.max(ranges[j].2);
+        j += 1;
+    }
+    ranges.splice(i..j, [(t, lo, hi)]);
+}
+
+impl SchemeState {
+    /// Bytes a dry run would have applied the action to, each counted once.
+    pub fn dry_run_bytes(&self) -> u64 {
+        self.dry_run_ranges.iter().map(|&(_, a, b)| b - a).sum()
+    }
+}
+
 fn apply_one<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>, ti: usize, i: usize) {
     let t = &mut ctx.targets[ti];
     let mut sz = t.regions[i].sz();
@@ -512,7 +545,24 @@ fn apply_one<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>, ti: usize
         } else {
             &s.scheme
         };
-        let out = ctx.ops.apply_scheme(ti, r.ar, scheme, ctx.now_us);
+        let out = if s.dry_run && scheme.action != Action::Stat {
+            let mut stat = scheme.clone();
+            stat.action = Action::Stat;
+            let seen = ctx.ops.apply_scheme(ti, r.ar, &stat, ctx.now_us);
+            let ops_filtered = stat.filters.iter().any(|f| !f.kind.is_core());
+            add_range(&mut s.dry_run_ranges, ti, r.ar.start, r.ar.end);
+            crate::ApplyOutcome {
+                sz_applied: if ops_filtered {
+                    seen.sz_ops_filter_passed
+                } else {
+                    sz
+                },
+                sz_ops_filter_passed: seen.sz_ops_filter_passed,
+                cost_us: 0,
+            }
+        } else {
+            ctx.ops.apply_scheme(ti, r.ar, scheme, ctx.now_us)
+        };
         applied = out.sz_applied;
         passed = out.sz_ops_filter_passed;
         s.total_charged_us += out.cost_us;

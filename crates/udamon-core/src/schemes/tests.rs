@@ -402,3 +402,65 @@ fn huge_quota_fields_do_not_overflow() {
     // One window that never resets: the size quota holds across passes.
     assert_eq!(s[0].stats.sz_applied, MIB);
 }
+
+/// A dry run performs nothing (the ops only see `stat`) but counts what the
+/// action would have taken and resets ages as the action would, so a region
+/// is counted once, not at every pass while it stays idle.
+#[test]
+fn a_dry_run_counts_what_the_action_would_take_once() {
+    let mut targets = [Target {
+        pid: 0,
+        regions: vec![reg(0, MIB, 0, 100), reg(MIB, 3 * MIB, 15, 100)],
+    }];
+    let mut d = Damos::new(idle_pattern(), Action::Pageout);
+    d.pattern.min_age_us = 1_000_000;
+    let mut schemes = [SchemeState::new(d, &Attrs::default())];
+    schemes[0].dry_run = true;
+    let mut ops = Mock::default();
+    for k in 1..=5u64 {
+        pass(&mut schemes, &mut ops, &mut targets, 20 * k, 100_000 * k);
+    }
+    assert!(
+        ops.calls.iter().all(|c| c.2 == Action::Stat),
+        "{:?}",
+        ops.calls
+    );
+    assert_eq!(ops.calls.len(), 1);
+    let st = schemes[0].stats;
+    assert_eq!((st.nr_applied, st.sz_applied), (1, MIB));
+    assert_eq!(st.sz_tried, MIB);
+    assert_eq!(targets[0].regions[0].age, 0);
+    assert_eq!(schemes[0].dry_run_bytes(), MIB);
+    // Chosen again later, the same memory still counts once.
+    targets[0].regions[0].age = 100;
+    pass(&mut schemes, &mut ops, &mut targets, 200, 1_000_000);
+    assert_eq!(schemes[0].stats.sz_applied, 2 * MIB);
+    assert_eq!(schemes[0].dry_run_bytes(), MIB);
+}
+
+proptest! {
+    /// The dry run's ranges are the exact union of what was added.
+    #[test]
+    fn dry_run_ranges_are_the_union(adds in proptest::collection::vec((0usize..2, 0u64..64, 1u64..16), 0..40)) {
+        let mut ranges = Vec::new();
+        let mut bits = [[false; 80]; 2];
+        for &(t, a, len) in &adds {
+            add_range(&mut ranges, t, a, a + len);
+            for b in &mut bits[t][a as usize..(a + len) as usize] {
+                *b = true;
+            }
+        }
+        for w in ranges.windows(2) {
+            let ((t0, _, e0), (t1, s1, _)) = (w[0], w[1]);
+            prop_assert!(t0 < t1 || e0 < s1, "{ranges:?}");
+        }
+        let mut got = [[false; 80]; 2];
+        for &(t, a, b) in &ranges {
+            prop_assert!(a < b);
+            for g in &mut got[t][a as usize..b as usize] {
+                *g = true;
+            }
+        }
+        prop_assert_eq!(got, bits);
+    }
+}

@@ -2,11 +2,11 @@
 
 use anyhow::Result;
 use serde::Serialize;
-use udamon_core::schemes::{Action, Damos};
+use udamon_core::schemes::Damos;
 use udamon_scheme_file::{parse_file, to_json, to_toml};
 
 use super::record::{
-    attrs_from, duration_arg, print_scheme_table, read_spec, run_sim, RunSummary, SimRun,
+    attrs_from, print_scheme_table, read_spec, run_duration, run_sim, RunSummary, SimRun,
 };
 use crate::cli::{ApplyArgs, SchemesCommand};
 use crate::cmd::live::{print_summary, refuse_ops_with_sim, run_from_args};
@@ -40,26 +40,23 @@ struct Comparison<'a> {
 }
 
 pub fn run(a: ApplyArgs) -> Result<()> {
-    let mut schemes: Vec<Damos> = parse_file(&a.schemes)?;
+    let schemes: Vec<Damos> = parse_file(&a.schemes)?;
     if schemes.is_empty() {
         return Err(UsageError(format!("{}: no scheme in the file", a.schemes.display())).into());
     }
-    if a.dry_run {
-        for s in &mut schemes {
-            s.action = Action::Stat;
-        }
-    }
-    let duration_us = a
-        .duration
-        .as_deref()
-        .map(|d| duration_arg("duration", d))
-        .transpose()?;
+    let duration_us = run_duration(a.duration.as_deref())?;
     let attrs = attrs_from(&a.attrs)?;
     let Some(sim) = &a.sim else {
+        if let Some(p) = &a.output {
+            crate::output::prepare("--output", p, &[&a.schemes], &[])?;
+        }
         return apply_live(&a, schemes, attrs, duration_us);
     };
     refuse_ops_with_sim(a.live.ops, "acts on")?;
     let spec_text = read_spec(sim)?;
+    if let Some(p) = &a.output {
+        crate::output::prepare("--output", p, &[&a.schemes, sim], &[])?;
+    }
     let origin = sim.display().to_string();
     let mut run = SimRun {
         spec_text: &spec_text,
@@ -69,8 +66,10 @@ pub fn run(a: ApplyArgs) -> Result<()> {
         attrs,
         kind: MonitorKind::Adaptive,
         schemes: Vec::new(),
-        keep: false,
+        score: false,
         progress: true,
+        interruptible: false,
+        dry_run: a.dry_run,
     };
     let baseline = run_sim(&run, None)?;
     run.schemes = schemes;
@@ -93,7 +92,11 @@ pub fn run(a: ApplyArgs) -> Result<()> {
     }
     print_schemes(&with);
     println!();
-    print_comparison(&baseline, &with);
+    if a.dry_run {
+        print_dry_run_note();
+    } else {
+        print_comparison(&baseline, &with);
+    }
     if let Some(p) = &a.output {
         println!("\nwrote {}", p.display());
     }
@@ -115,6 +118,7 @@ fn apply_live(
         &a.live,
         attrs,
         schemes,
+        a.dry_run,
         duration_us,
         !a.json,
         a.output.as_deref(),
@@ -124,8 +128,19 @@ fn apply_live(
     }
     print_scheme_table(&s.schemes);
     println!();
+    if a.dry_run {
+        print_dry_run_note();
+    }
     print_summary(&s);
     Ok(())
+}
+
+fn print_dry_run_note() {
+    println!(
+        "dry run: no action was performed; nr_applied and sz_applied count what the actions \
+         would have taken at each pass, and ages reset as if they had, so memory counts again \
+         only when it qualifies again"
+    );
 }
 
 pub fn print_schemes(s: &RunSummary) {

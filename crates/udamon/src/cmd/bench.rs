@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use udamon_core::Attrs;
-use udamon_sim::{accuracy, AccuracyOptions, MonitorKind};
+use udamon_sim::MonitorKind;
 
 use super::record::{run_sim, SimRun};
 use crate::cli::BenchArgs;
@@ -159,7 +159,7 @@ fn sim(
     attrs: Attrs,
     kind: MonitorKind,
     out: Option<&Path>,
-    keep: bool,
+    score: bool,
 ) -> Result<super::record::RunSummary> {
     run_sim(
         &SimRun {
@@ -170,8 +170,10 @@ fn sim(
             attrs,
             kind,
             schemes: Vec::new(),
-            keep,
+            score,
             progress: true,
+            interruptible: false,
+            dry_run: false,
         },
         out,
     )
@@ -426,8 +428,7 @@ fn accuracy_table(a: &BenchArgs, report: &mut Report) -> Result<()> {
 }
 
 fn row(spec: &str, s: super::record::RunSummary) -> AccuracyRow {
-    let model = s.model.as_ref().expect("run_sim keeps its model");
-    let acc = accuracy(model, &s.kept, AccuracyOptions::default());
+    let acc = s.accuracy.expect("scored runs carry their accuracy");
     AccuracyRow {
         spec: spec.to_string(),
         monitor: s.monitor.clone(),
@@ -463,8 +464,10 @@ fn schemes_table(a: &BenchArgs, report: &mut Report) -> Result<()> {
                 attrs: Attrs::default(),
                 kind: MonitorKind::Adaptive,
                 schemes,
-                keep: false,
+                score: false,
                 progress: true,
+                interruptible: false,
+                dry_run: false,
             };
             let s = run_sim(&run, None)?;
             let num = |k: &str| s.metrics.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);

@@ -4,7 +4,6 @@ use std::io::{self, BufWriter, Write};
 
 use anyhow::Result;
 use udamon_core::Attrs;
-use udamon_record::Reader;
 use udamon_report::{heatmap, wss, HeatmapFormat, HeatmapOptions, ImageOptions, WssOptions};
 use udamon_sim::{AccuracyAcc, AccuracyOptions, MonitorKind, DEMO_SPEC};
 
@@ -13,6 +12,8 @@ use super::report::{print_accuracy, sim_model, title};
 use crate::cli::DemoArgs;
 
 pub fn run(a: DemoArgs) -> Result<()> {
+    crate::output::prepare("--output", &a.output, &[], &[&a.image])?;
+    crate::output::prepare("--image", &a.image, &[], &[&a.output])?;
     let run = SimRun {
         spec_text: DEMO_SPEC,
         origin: "demo",
@@ -21,11 +22,13 @@ pub fn run(a: DemoArgs) -> Result<()> {
         attrs: Attrs::default(),
         kind: MonitorKind::Adaptive,
         schemes: Vec::new(),
-        keep: false,
+        score: false,
         progress: true,
+        interruptible: false,
+        dry_run: false,
     };
     let s = run_sim(&run, Some(&a.output))?;
-    let reader = Reader::open(&a.output)?;
+    let reader = super::report::open_record(&a.output)?;
     let mut out = BufWriter::new(io::stdout().lock());
     writeln!(
         out,

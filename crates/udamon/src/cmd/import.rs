@@ -165,7 +165,13 @@ pub fn parse_perf_script(text: &str, attrs: Attrs) -> Result<Imported, String> {
 
 /// Reads a damo record file of any of the three formats.
 pub fn read_damo(path: &Path) -> Result<Imported> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        UsageError(format!(
+            "cannot read damo record {}: {}",
+            path.display(),
+            crate::output::plain_io(&e)
+        ))
+    })?;
     let bad = |m: String| UsageError(format!("{}: {m}", path.display()));
     // json_compressed is zlib: 0x78 then a check byte.
     if bytes.len() > 2
@@ -198,6 +204,7 @@ struct ImportSummary {
 }
 
 pub fn run(a: ImportArgs) -> Result<()> {
+    crate::output::prepare("--output", &a.output, &[&a.file], &[])?;
     let imp = read_damo(&a.file)?;
     let nr_targets = imp
         .snapshots

@@ -25,6 +25,7 @@ use crate::cli::LiveArgs;
 use crate::cmd::record::{scheme_reports, SchemeReport};
 use crate::features::{probe, Features};
 use crate::output::Progress;
+use crate::stop;
 use crate::{CapabilityError, UsageError};
 
 /// How a live process is monitored.
@@ -143,6 +144,9 @@ pub struct LiveRun<'a> {
     pub root: &'a Path,
     pub attrs: Attrs,
     pub schemes: Vec<Damos>,
+    /// Perform no action: our engine counts what would have been done;
+    /// kernel DAMON, which has no dry run, runs the schemes as `stat`.
+    pub dry_run: bool,
     pub duration_us: Option<u64>,
     pub progress: bool,
 }
@@ -176,22 +180,12 @@ pub struct LiveSummary {
     pub schemes: Vec<SchemeReport>,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
 /// A command udamon started has exited (and was reaped: a zombie would
 /// still look alive to the kernel's DAMON and to /proc).
 static CHILD_EXITED: AtomicBool = AtomicBool::new(false);
 
 fn ending() -> bool {
-    STOP.load(Ordering::SeqCst) || CHILD_EXITED.load(Ordering::SeqCst)
-}
-
-fn install_stop_handler() {
-    use std::sync::Once;
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // Ctrl-C or SIGTERM: finish the current snapshot, flush, clean up.
-        let _ = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst));
-    });
+    stop::requested() || CHILD_EXITED.load(Ordering::SeqCst)
 }
 
 fn feature<'a>(f: &'a Features, name: &str) -> (bool, &'a str) {
@@ -240,19 +234,21 @@ fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> {
         (!missing.is_empty()).then(|| missing.join("; "))
     };
     match ops {
-        OpsChoice::Kdamond => need(&["kernel_damon_sysfs"])
-            .or_else(|| damon_lacks(f, "vaddr").and(damon_lacks(f, "paddr")))
-            .or_else(|| {
-                f.foreign_kdamonds.first().map(|k| {
-                    format!(
-                        "kdamond {} (state {}, pid {}) exists and was not created by udamon; \
+        // Every blocker, so that clearing one is not mistaken for a fix.
+        OpsChoice::Kdamond => {
+            let mut why: Vec<String> = need(&["kernel_damon_sysfs"]).into_iter().collect();
+            why.extend(damon_lacks(f, if phys { "paddr" } else { "vaddr" }));
+            why.extend(f.foreign_kdamonds.iter().map(|k| {
+                format!(
+                    "kdamond {} (state {}, pid {}) exists and was not created by udamon; \
                      udamon never takes over a kdamond it did not create",
-                        k.index,
-                        k.state,
-                        k.pid.map_or("-".into(), |p| p.to_string())
-                    )
-                })
-            }),
+                    k.index,
+                    k.state,
+                    k.pid.map_or("-".into(), |p| p.to_string())
+                )
+            }));
+            (!why.is_empty()).then(|| why.join("; "))
+        }
         // Physical addresses need no pagemap translation.
         OpsChoice::Idle if phys => need(&["idle_page_bitmap"]),
         OpsChoice::Idle => need(&["idle_page_bitmap", "pagemap_pfn"]),
@@ -302,13 +298,24 @@ fn choose(f: &Features, asked: OpsChoice, phys: bool) -> Result<(OpsChoice, Stri
         }
     }
     Err(CapabilityError(format!(
-        "cannot monitor a live process on this machine (kernel {}): no access-check primitive \
-         is available. kdamond: {}. idle: {}. softdirty: {}. \
-         Run `udamon features` for details; the simulator (--sim SPEC) works everywhere",
+        "cannot monitor {} on this machine (kernel {}): no access-check primitive \
+         is available. {}. Run `udamon features` for details; the simulator (--sim SPEC) \
+         works everywhere",
+        if phys {
+            "physical memory"
+        } else {
+            "a live process"
+        },
         f.kernel,
-        path_blocker(f, OpsChoice::Kdamond, phys).unwrap_or_default(),
-        path_blocker(f, OpsChoice::Idle, phys).unwrap_or_default(),
-        path_blocker(f, OpsChoice::Softdirty, phys).unwrap_or_default(),
+        paths
+            .iter()
+            .map(|&o| format!(
+                "{}: {}",
+                o.name(),
+                path_blocker(f, o, phys).unwrap_or_default()
+            ))
+            .collect::<Vec<_>>()
+            .join(". ")
     ))
     .into())
 }
@@ -449,6 +456,7 @@ impl Live {
                         nr_tried_regions: 0,
                         tried_regions_bytes: 0,
                         active: true,
+                        would_apply_bytes: None,
                     })
                     .collect(),
                 Err(_) => Vec::new(),
@@ -535,7 +543,7 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
             }
         }
     }
-    install_stop_handler();
+    stop::install();
     let mut child: Option<(u32, std::thread::JoinHandle<()>)> = None;
     let pid = match &run.target {
         LiveTarget::Phys => 0,
@@ -605,11 +613,21 @@ fn monitor_pid(
                     regions: Vec::new(),
                 }
             };
+            let mut schemes = run.schemes.clone();
+            if run.dry_run {
+                eprintln!(
+                    "udamon: kernel DAMON has no dry run: the schemes run as stat, which counts \
+                     what they try but not what they would apply"
+                );
+                for s in &mut schemes {
+                    s.action = udamon_core::schemes::Action::Stat;
+                }
+            }
             let mut config = KdamonConfig {
                 ops: if phys { OpsKind::Paddr } else { OpsKind::Vaddr },
                 targets: vec![target],
                 attrs: run.attrs,
-                schemes: run.schemes.clone(),
+                schemes,
                 snapshots: true,
             };
             // The tracepoint first, so no aggregation is missed.
@@ -657,6 +675,7 @@ fn monitor_pid(
             )
             .map_err(|e| UsageError(format!("cannot monitor {command}: {e}")))?;
             e.set_schemes(run.schemes.clone());
+            e.set_dry_run(run.dry_run);
             Live::Engine(Box::new(e), 0)
         }
     };
@@ -711,7 +730,7 @@ fn monitor_pid(
     let mut next_stats_us = 0;
     let mut ended_by = "target exited";
     loop {
-        if STOP.load(Ordering::SeqCst) {
+        if stop::requested() {
             ended_by = "interrupted";
             break;
         }
@@ -719,7 +738,7 @@ fn monitor_pid(
             break;
         }
         let Some(s) = live.next(started, run.duration_us)? else {
-            if STOP.load(Ordering::SeqCst) {
+            if stop::requested() {
                 ended_by = "interrupted";
             } else if run
                 .duration_us
@@ -849,6 +868,7 @@ pub fn run_from_args(
     a: &LiveArgs,
     attrs: Attrs,
     schemes: Vec<Damos>,
+    dry_run: bool,
     duration_us: Option<u64>,
     progress: bool,
     out: Option<&Path>,
@@ -873,6 +893,7 @@ pub fn run_from_args(
         root: &root,
         attrs,
         schemes,
+        dry_run,
         duration_us,
         progress,
     };

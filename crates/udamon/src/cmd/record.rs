@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 use udamon_core::schemes::{Damos, DamosStats, SchemeState};
-use udamon_core::{Attrs, Engine, IntervalsGoal, Monitor, Snapshot};
+use udamon_core::{Attrs, Engine, IntervalsGoal, Monitor};
 use udamon_record::{Header, SimInfo, TargetInfo, Writer};
 use udamon_sim::units::parse_duration_us;
 use udamon_sim::{build_engine, build_monitor, Model, MonitorKind, SimOps, Workload};
@@ -20,6 +20,18 @@ use crate::UsageError;
 
 pub fn duration_arg(flag: &str, s: &str) -> Result<u64> {
     parse_duration_us(s).map_err(|m| UsageError(format!("--{flag}: {m}")).into())
+}
+
+/// `--duration`, when given: a positive duration (a spec refuses 0 too).
+pub fn run_duration(s: Option<&str>) -> Result<Option<u64>> {
+    let Some(s) = s else { return Ok(None) };
+    match duration_arg("duration", s)? {
+        0 => Err(UsageError(format!(
+            "--duration {s}: a run needs a positive duration, like 10s"
+        ))
+        .into()),
+        d => Ok(Some(d)),
+    }
 }
 
 /// Resolves the attribute flags into validated attributes.
@@ -55,9 +67,15 @@ pub struct SimRun<'a> {
     pub kind: MonitorKind,
     /// Schemes to apply (adaptive and fixed-region monitors only).
     pub schemes: Vec<Damos>,
-    /// Keep the snapshots in memory too (for reports right after).
-    pub keep: bool,
+    /// Score every snapshot against the simulator's truth as it comes (the
+    /// default accuracy options), without keeping the snapshots.
+    pub score: bool,
     pub progress: bool,
+    /// SIGINT, SIGTERM and SIGHUP end the run early, its record complete up
+    /// to there (`ended_by: "interrupted"`); otherwise they kill the process.
+    pub interruptible: bool,
+    /// Perform no action; count what the schemes would have done.
+    pub dry_run: bool,
 }
 
 /// Statistics of one scheme at the end of a run (also the `schemes` entries
@@ -79,6 +97,10 @@ pub struct SchemeReport {
     #[serde(default)]
     pub tried_regions_bytes: u64,
     pub active: bool,
+    /// Dry runs: the distinct bytes the action would have been applied to
+    /// (`sz_applied` counts them again at every pass that chose them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub would_apply_bytes: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -92,13 +114,16 @@ pub struct RunSummary {
     pub avg_nr_regions: f64,
     pub record_bytes: u64,
     pub elapsed_s: f64,
+    /// "duration" (the whole simulated duration ran) or "interrupted".
+    pub ended_by: String,
     /// The simulated machine's figures (RSS, runtime, faults, ...); absent
     /// for the full-scan baseline, which runs no machine.
     #[serde(flatten)]
     pub metrics: serde_json::Map<String, serde_json::Value>,
     pub schemes: Vec<SchemeReport>,
+    /// With [`SimRun::score`]: the run's accuracy against the truth.
     #[serde(skip)]
-    pub kept: Vec<Snapshot>,
+    pub accuracy: Option<udamon_sim::Accuracy>,
     #[serde(skip)]
     pub model: Option<Arc<Model>>,
 }
@@ -117,6 +142,7 @@ pub fn scheme_reports(states: &[SchemeState]) -> Vec<SchemeReport> {
             nr_tried_regions: st.tried_regions.len(),
             tried_regions_bytes: st.tried_regions.iter().map(|r| r.sz()).sum(),
             active: st.active,
+            would_apply_bytes: st.dry_run.then(|| st.dry_run_bytes()),
         })
         .collect()
 }
@@ -176,6 +202,7 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
         kind => {
             let mut e = build_engine(&model, run.attrs, seed, kind).map_err(cannot)?;
             e.set_schemes(run.schemes.clone());
+            e.set_dry_run(run.dry_run);
             Mon::Engine(Box::new(e))
         }
     };
@@ -210,8 +237,14 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
         .progress
         .then(|| Progress::new(duration_us, "recording"));
     let (mut snapshots, mut regions) = (0u64, 0u64);
-    let mut kept = Vec::new();
+    let mut scorer = run
+        .score
+        .then(|| udamon_sim::AccuracyAcc::new(udamon_sim::AccuracyOptions::default()));
     let mut next_stats_us = 0;
+    if run.interruptible {
+        crate::stop::install();
+    }
+    let mut ended_by = "duration";
     while let Some(s) = mon.monitor().next_snapshot()? {
         snapshots += 1;
         regions += s.nr_regions() as u64;
@@ -226,8 +259,12 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
         if let Some(p) = progress.as_mut() {
             p.set(s.end_us.min(duration_us));
         }
-        if run.keep {
-            kept.push(s);
+        if let Some(acc) = scorer.as_mut() {
+            acc.push(&model, &s);
+        }
+        if run.interruptible && crate::stop::requested() {
+            ended_by = "interrupted";
+            break;
         }
     }
     let now_us = mon.monitor().now_us();
@@ -245,9 +282,10 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
         },
         record_bytes: 0,
         elapsed_s: started.elapsed().as_secs_f64(),
+        ended_by: ended_by.into(),
         metrics: mon.metrics(),
         schemes: mon.schemes(),
-        kept,
+        accuracy: scorer.map(|a| a.finish()),
         model: Some(model),
     };
     if let Some(mut w) = writer {
@@ -332,39 +370,66 @@ pub fn print_scheme_table(reports: &[SchemeReport]) {
     }
     for r in reports {
         println!("    {}: {}", r.index, r.description);
+        if let Some(b) = r.would_apply_bytes {
+            println!(
+                "       dry run: {} would have been applied to {} of distinct memory",
+                r.action,
+                udamon_report::fmt_bytes(b)
+            );
+        }
     }
+    println!(
+        "    (tried and applied add up over every apply pass, so they can exceed the memory's size)"
+    );
 }
 
 pub fn run(a: RecordArgs) -> Result<()> {
-    let duration_us = a
-        .duration
-        .as_deref()
-        .map(|d| duration_arg("duration", d))
-        .transpose()?;
+    let duration_us = run_duration(a.duration.as_deref())?;
     let Some(sim) = &a.sim else {
         return record_live(&a, duration_us);
     };
     refuse_ops_with_sim(a.live.ops, "watches")?;
     let spec_text = read_spec(sim)?;
+    let attrs = attrs_from(&a.attrs)?;
+    let kind = monitor_kind(a.fixed_regions, a.full_scan)?;
+    crate::output::prepare("--output", &a.output, &[sim], &[])?;
     let run = SimRun {
         spec_text: &spec_text,
         origin: &sim.display().to_string(),
         seed: a.seed,
         duration_us,
-        attrs: attrs_from(&a.attrs)?,
-        kind: monitor_kind(a.fixed_regions, a.full_scan)?,
+        attrs,
+        kind,
         schemes: Vec::new(),
-        keep: false,
+        score: false,
         progress: true,
+        interruptible: true,
+        dry_run: false,
     };
     let s = run_sim(&run, Some(&a.output))?;
+    if s.ended_by == "interrupted" {
+        eprintln!(
+            "udamon: interrupted after {:.1}s simulated; the record holds everything until then",
+            s.simulated_s
+        );
+    }
     if a.json {
         return print_json(&s);
     }
     print_machine(&s);
     println!(
-        "recorded {} ({}, seed {}): {:.1}s simulated, {} snapshots, {:.0} regions on average",
-        s.workload, s.monitor, s.seed, s.simulated_s, s.snapshots, s.avg_nr_regions
+        "recorded {} ({}, seed {}): {:.1}s simulated{}, {} snapshots, {:.0} regions on average",
+        s.workload,
+        s.monitor,
+        s.seed,
+        s.simulated_s,
+        if s.ended_by == "interrupted" {
+            " (interrupted)"
+        } else {
+            ""
+        },
+        s.snapshots,
+        s.avg_nr_regions
     );
     println!(
         "wrote {} ({}) in {:.2}s",
@@ -383,10 +448,12 @@ fn record_live(a: &RecordArgs, duration_us: Option<u64>) -> Result<()> {
         .into());
     }
     let attrs = attrs_from(&a.attrs)?;
+    crate::output::prepare("--output", &a.output, &[], &[])?;
     let s = run_from_args(
         &a.live,
         attrs,
         Vec::new(),
+        false,
         duration_us,
         !a.json,
         Some(&a.output),

@@ -9,10 +9,10 @@ use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
 use udamon_scheme_file::parse_file;
-use udamon_tune::replay::{from_record_file, ReplayOptions, ReplayStats};
+use udamon_tune::replay::{from_record, ReplayOptions, ReplayStats};
 use udamon_tune::{Metrics, Runner, ScoreFn, SimRunner};
 
-use super::record::{attrs_from, duration_arg};
+use super::record::{attrs_from, run_duration};
 use super::tune::{score_fn, ue, ScoreArgs};
 use crate::cli::AttrsArgs;
 use crate::output::print_json;
@@ -92,7 +92,14 @@ pub fn run(a: ReplayArgs) -> Result<()> {
         return Err(UsageError(format!("{}: no scheme in the file", a.schemes.display())).into());
     }
     let scorer = score_fn(&a.score)?;
-    let replay = from_record_file(&a.record, &ReplayOptions::default()).map_err(ue)?;
+    // A damaged record replays its readable part: `open` says so.
+    let reader = super::report::open(&a.record)?;
+    let replay = from_record(
+        &reader,
+        &a.record.display().to_string(),
+        &ReplayOptions::default(),
+    )
+    .map_err(ue)?;
     let seed = a.seed.or(replay.seed).unwrap_or(0);
     let rec = a.record.display().to_string();
     let mut synthetic = SimRunner::new(
@@ -103,11 +110,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     );
     let predicted = side(&mut synthetic, &schemes, &scorer)?;
     let real = if a.check {
-        let duration_us = a
-            .duration
-            .as_deref()
-            .map(|d| duration_arg("duration", d))
-            .transpose()?;
+        let duration_us = run_duration(a.duration.as_deref())?;
         let mut runner = match (&a.sim, &replay.spec_toml) {
             (Some(p), _) => {
                 let text = super::record::read_spec(p)?;

@@ -33,7 +33,7 @@ pub fn run(r: ReportCommand) -> Result<()> {
 /// Opens a record; a damaged tail is reported on stderr and the readable
 /// part is used.
 pub fn open(path: &Path) -> Result<Reader> {
-    let reader = Reader::open(path)?;
+    let reader = open_record(path)?;
     if let Some(t) = reader.tail() {
         eprintln!("udamon: warning: {}: {t}", path.display());
     }
@@ -44,6 +44,20 @@ pub fn open(path: &Path) -> Result<Reader> {
         );
     }
     Ok(reader)
+}
+
+/// Opens a record file the user named: a file that cannot be read (missing,
+/// a directory, no permission) is bad input, named once in plain words.
+pub fn open_record(path: &Path) -> Result<Reader> {
+    Reader::open(path).map_err(|e| match e {
+        udamon_record::Error::Io { path, source } => UsageError(format!(
+            "cannot read record {}: {}",
+            path.display(),
+            crate::output::plain_io(&source)
+        ))
+        .into(),
+        e => e.into(),
+    })
 }
 
 /// Whether the record saw writes only (soft-dirty monitoring).
@@ -277,6 +291,15 @@ fn accuracy_cmd(a: AccuracyArgs) -> Result<()> {
     let mut acc = AccuracyAcc::new(opts);
     reader.for_each_snapshot(|s| acc.push(&model, s))?;
     let acc = acc.finish();
+    if acc.windows == 0 {
+        bail!(UsageError(format!(
+            "--warmup {}: no window is left to score; {} has {} aggregation windows \
+             (give a warm-up below that, like the default 10)",
+            a.warmup,
+            a.file.display(),
+            reader.nr_snapshots()
+        )));
+    }
     if a.json {
         return print_json(&acc);
     }

@@ -2,14 +2,14 @@
 //! over a replayed record with one confirming real run; and the tuning
 //! benchmark ([`bench_tune`], `udamon bench --only tune`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use udamon_core::schemes::Damos;
 use udamon_scheme_file::{parse_file, to_json, to_toml};
-use udamon_tune::replay::{from_record_file, from_snapshots, ReplayOptions};
+use udamon_tune::replay::{from_record, from_snapshots, ReplayOptions};
 use udamon_tune::score::{parse_expr, parse_sla, parse_weights};
 use udamon_tune::{
     classify, default_threads, replay_tune, sweep, tune, Domain, Formula, Knob, Metric, Metrics,
@@ -17,9 +17,9 @@ use udamon_tune::{
 };
 
 use super::record::read_spec;
-use super::record::{attrs_from, duration_arg};
+use super::record::{attrs_from, duration_arg, run_duration};
 use crate::cli::AttrsArgs;
-use crate::output::{print_json, Progress};
+use crate::output::{prepare, print_json, Progress};
 use crate::UsageError;
 
 /// How runs are scored (the DAOS paper's Listing 2 by default).
@@ -238,11 +238,35 @@ pub fn run(a: TuneArgs) -> Result<()> {
     let schemes = parse_file(&a.schemes)?;
     let (knob, domain) = knob_and_domain(&a, &schemes)?;
     let attrs = attrs_from(&a.attrs)?;
-    let duration_us = a
-        .duration
-        .as_deref()
-        .map(|d| duration_arg("duration", d))
-        .transpose()?;
+    let duration_us = run_duration(a.duration.as_deref())?;
+    // Tuning can take hours: make sure its results can be written first.
+    let inputs: Vec<&Path> = [
+        Some(a.schemes.as_path()),
+        a.sim.as_deref(),
+        a.replay.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if let Some(p) = &a.plot {
+        if !matches!(
+            p.extension()
+                .and_then(|e| e.to_str())
+                .map(str::to_ascii_lowercase)
+                .as_deref(),
+            Some("png" | "svg")
+        ) {
+            return Err(UsageError(format!(
+                "--plot {}: the image name must end in .png or .svg",
+                p.display()
+            ))
+            .into());
+        }
+        prepare("--plot", p, &inputs, a.output.as_deref().as_slice())?;
+    }
+    if let Some(p) = &a.output {
+        prepare("--output", p, &inputs, a.plot.as_deref().as_slice())?;
+    }
     let mut scorer = score_fn(&a.score)?;
     let threads = a.threads.unwrap_or_else(default_threads).max(1);
     let tuned = if let Some(rec) = &a.replay {
@@ -254,7 +278,13 @@ pub fn run(a: TuneArgs) -> Result<()> {
             )
             .into());
         }
-        let replay = from_record_file(rec, &ReplayOptions::default()).map_err(ue)?;
+        let reader = super::report::open(rec)?;
+        let replay = from_record(
+            &reader,
+            &rec.display().to_string(),
+            &ReplayOptions::default(),
+        )
+        .map_err(ue)?;
         let seed = a.seed.or(replay.seed).unwrap_or(0);
         let mut synthetic = SimRunner::new(
             replay.workload.clone(),
@@ -337,19 +367,6 @@ pub fn run(a: TuneArgs) -> Result<()> {
         }
         t
     };
-    if let Some(p) = &a.output {
-        let text = format!(
-            "# tuned by udamon tune: {} = {} ({})\n{}",
-            tuned.knob,
-            tuned.chosen.display,
-            source_text(&tuned),
-            to_toml(&tuned.schemes)
-        );
-        std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?;
-    }
-    if let Some(p) = &a.plot {
-        udamon_tune::plot::write(&tuned, &knob, &[], p).map_err(ue)?;
-    }
     if a.json {
         let mut v = serde_json::to_value(&tuned)?;
         if let Some(m) = v.as_object_mut() {
@@ -368,14 +385,29 @@ pub fn run(a: TuneArgs) -> Result<()> {
                 serde_json::json!(a.plot.as_ref().map(|p| p.display().to_string())),
             );
         }
-        return print_json(&v);
+        print_json(&v)?;
+    } else {
+        print_tuned(&tuned, &knob, &schemes);
     }
-    print_tuned(&tuned, &knob, &schemes);
+    // The results are on stdout before the files are written, so a failed
+    // write loses nothing.
     if let Some(p) = &a.output {
-        println!("wrote {}", p.display());
+        let text = format!(
+            "# tuned by udamon tune: {} = {} ({})\n{}",
+            tuned.knob,
+            tuned.chosen.display,
+            source_text(&tuned),
+            to_toml(&tuned.schemes)
+        );
+        std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?;
     }
     if let Some(p) = &a.plot {
-        println!("wrote {}", p.display());
+        udamon_tune::plot::write(&tuned, &knob, &[], p).map_err(ue)?;
+    }
+    if !a.json {
+        for p in [&a.output, &a.plot].into_iter().flatten() {
+            println!("wrote {}", p.display());
+        }
     }
     Ok(())
 }
