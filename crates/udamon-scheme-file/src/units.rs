@@ -118,7 +118,8 @@ fn size_unit(u: &str) -> Option<u128> {
     Some(1u128 << shift)
 }
 
-fn time_unit(u: &str) -> Option<u128> {
+/// Nanoseconds in a time unit.
+pub(crate) fn time_unit(u: &str) -> Option<u128> {
     Some(match u {
         "ns" => 1,
         "us" | "µs" => NS_PER_US,
