@@ -363,3 +363,22 @@ fn schemes_check_prints_the_normalised_form() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn schemes_check_refuses_a_file_without_schemes_as_apply_does() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("empty.txt"), "# nothing yet\n\n").unwrap();
+    for args in [
+        &["schemes", "check", "empty.txt"][..],
+        &["apply", "empty.txt", "--sim", "x.toml"],
+    ] {
+        let out = udamon(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("empty.txt: no scheme in the file"),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
