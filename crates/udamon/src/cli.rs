@@ -53,8 +53,21 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print udamon's man page (roff) to stdout
-    Man,
+    /// Print the man page (roff) of udamon or of one of its subcommands to
+    /// stdout, or write every page into a directory
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The subcommand whose page to print, as on the command line
+    /// (`record`, `report heatmap`) [default: udamon's own page]
+    #[arg(value_name = "SUBCOMMAND")]
+    pub command: Vec<String>,
+    /// Write every page into DIR instead (udamon.1, udamon-record.1,
+    /// udamon-report-heatmap.1, ...)
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

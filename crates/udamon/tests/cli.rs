@@ -382,3 +382,69 @@ fn schemes_check_refuses_a_file_without_schemes_as_apply_does() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn man_has_a_page_for_every_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = udamon(d, &["man", "--dir", "man"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pages: std::collections::BTreeSet<String> = std::fs::read_dir(d.join("man"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    for want in [
+        "udamon.1",
+        "udamon-record.1",
+        "udamon-report-heatmap.1",
+        "udamon-schemes-check.1",
+        "udamon-man.1",
+    ] {
+        assert!(pages.contains(want), "{want} missing from {pages:?}");
+    }
+    // Every page named in a page exists, and every page is named from udamon(1) down.
+    let mut reached = std::collections::BTreeSet::from(["udamon.1".to_string()]);
+    let mut todo = vec!["udamon.1".to_string()];
+    while let Some(page) = todo.pop() {
+        let roff = std::fs::read_to_string(d.join("man").join(&page))
+            .unwrap()
+            .replace("\\-", "-");
+        for (i, _) in roff.match_indices("(1)") {
+            let name = roff[..i]
+                .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .next()
+                .unwrap();
+            let file = format!("{name}.1");
+            assert!(
+                pages.contains(&file),
+                "{page} names {name}(1), which has no page"
+            );
+            if reached.insert(file.clone()) {
+                todo.push(file);
+            }
+        }
+    }
+    assert_eq!(reached, pages);
+    // One page at a time, as written in the directory.
+    for (args, page) in [
+        (&["man"][..], "udamon.1"),
+        (&["man", "record"], "udamon-record.1"),
+        (&["man", "report", "heatmap"], "udamon-report-heatmap.1"),
+        (&["man", "schemes", "check"], "udamon-schemes-check.1"),
+    ] {
+        let out = udamon(d, args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stdout),
+            std::fs::read_to_string(d.join("man").join(page)).unwrap(),
+            "{args:?}"
+        );
+    }
+    let out = udamon(d, &["man", "report", "heat"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("\"heat\""),
+        "{}",
+        text(&out.stderr)
+    );
+}
