@@ -383,6 +383,161 @@ fn schemes_check_refuses_a_file_without_schemes_as_apply_does() {
     }
 }
 
+/// A record of SMALL held at 30 regions, for the report options.
+fn small_record(dir: &std::path::Path) {
+    std::fs::write(dir.join("small.toml"), SMALL).unwrap();
+    let out = udamon(
+        dir,
+        &[
+            "record",
+            "--sim",
+            "small.toml",
+            "-o",
+            "s.udr",
+            "--min-regions",
+            "30",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn report_options_of_docs_reports_md() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    small_record(d);
+
+    // hot: 20 rows by default, as documented; --top 0 lists all.
+    let hot = json(&udamon(d, &["report", "hot", "s.udr", "--json"]));
+    assert_eq!(hot["regions"].as_array().unwrap().len(), 20, "{hot}");
+    let all = json(&udamon(d, &["report", "hot", "s.udr", "--json", "-n", "0"]));
+    assert!(all["regions"].as_array().unwrap().len() >= 30, "{all}");
+
+    // --target on heatmap, wss and hot.
+    for report in ["heatmap", "wss", "hot"] {
+        let out = udamon(d, &["report", report, "s.udr", "--json", "--target", "0"]);
+        assert!(out.status.success(), "{report}: {}", text(&out.stderr));
+        let out = udamon(d, &["report", report, "s.udr", "--target", "1"]);
+        assert_eq!(out.status.code(), Some(2), "{report}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("--target 1: the record has one target, 0"),
+            "{report}: {err}"
+        );
+    }
+
+    // wss --sz-thres: no region of SMALL reaches 1 GiB.
+    let wss = json(&udamon(
+        d,
+        &["report", "wss", "s.udr", "--json", "--sz-thres", "1G"],
+    ));
+    assert_eq!(wss["sz_thres_bytes"], 1u64 << 30);
+    assert_eq!(wss["wss_avg_bytes"], 0);
+
+    // hot --aggregate --time-range.
+    let agg = json(&udamon(
+        d,
+        &[
+            "report",
+            "hot",
+            "s.udr",
+            "--json",
+            "--aggregate",
+            "--time-range",
+            "1s-2s",
+        ],
+    ));
+    assert_eq!(
+        (agg["start_us"].as_u64(), agg["end_us"].as_u64()),
+        (Some(1_000_000), Some(2_000_000)),
+        "{agg}"
+    );
+
+    // heatmap image size and title.
+    let out = udamon(
+        d,
+        &[
+            "report", "heatmap", "s.udr", "-o", "h.png", "--width", "400", "--height", "300",
+            "--title", "small",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let png = std::fs::read(d.join("h.png")).unwrap();
+    let be32 = |i: usize| u32::from_be_bytes(png[i..i + 4].try_into().unwrap());
+    assert_eq!((be32(16), be32(20)), (400, 300));
+
+    // Bad values: exit 2, naming the flag and the value.
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &[
+                "report", "heatmap", "s.udr", "-o", "h.png", "--width", "100",
+            ],
+            &["--width", "100", "300"],
+        ),
+        (
+            &[
+                "report", "heatmap", "s.udr", "-o", "h.png", "--height", "99999",
+            ],
+            &["--height", "99999", "20000"],
+        ),
+        (
+            &["report", "heatmap", "s.udr", "--width", "400"],
+            &["--width", "--output"],
+        ),
+        (
+            &["report", "wss", "s.udr", "--sz-thres", "4Q"],
+            &["--sz-thres", "4Q"],
+        ),
+        (
+            &["report", "hot", "s.udr", "--time-range", "0s-1s"],
+            &["--time-range", "--aggregate"],
+        ),
+        (
+            &[
+                "report",
+                "hot",
+                "s.udr",
+                "--aggregate",
+                "--time-range",
+                "2s-1s",
+            ],
+            &["--time-range 2s-1s"],
+        ),
+    ];
+    for (args, wants) in cases {
+        let out = udamon(d, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for want in *wants {
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn every_report_takes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    small_record(d);
+    for report in ["heatmap", "wss", "hot", "raw", "accuracy", "summary"] {
+        let out = udamon(d, &["report", report, "s.udr", "--json"]);
+        assert!(out.status.success(), "{report}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        // raw writes JSON lines, the others one document.
+        let doc = if report == "raw" {
+            stdout.lines().next().unwrap_or("")
+        } else {
+            &stdout
+        };
+        serde_json::from_str::<serde_json::Value>(doc).unwrap_or_else(|e| panic!("{report}: {e}"));
+    }
+}
+
 #[test]
 fn man_has_a_page_for_every_subcommand() {
     let dir = tempfile::tempdir().unwrap();
