@@ -395,3 +395,6 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
 }
+
+#[cfg(test)]
+mod doc_tests;
