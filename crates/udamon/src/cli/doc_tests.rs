@@ -5,7 +5,8 @@
 //!   runs, so placeholders such as `1234` or `./my-program` are fine);
 //! - every `--flag` named outside code blocks is one of udamon's, unless it
 //!   is listed in [`OTHER_TOOLS`]; in a table with a `flag` column the flag
-//!   must belong to the subcommand that [`FLAG_TABLES`] names for the table;
+//!   must belong to the subcommand that [`FLAG_TABLES`] names for the table,
+//!   and in inline code (`udamon tune --replay`) to the subcommand named;
 //! - every argument has a help line.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -283,6 +284,39 @@ fn every_documented_invocation_parses() {
     );
 }
 
+/// What is wrong with an inline `udamon SUBCOMMAND ... --flag`: the
+/// subcommand must exist and have the flags. Placeholders (`FILE`) end the
+/// subcommand's words.
+fn inline_problems(span: &str, flags: &Flags) -> impl Iterator<Item = String> {
+    let mut bad = Vec::new();
+    let mut path: Vec<String> = Vec::new();
+    if let Some(rest) = span.strip_prefix("udamon ") {
+        let mut words = rest.split_whitespace().peekable();
+        while let Some(word) = words.next_if(|w| w.starts_with(|c: char| c.is_ascii_lowercase())) {
+            if !flags
+                .keys()
+                .any(|k| k.len() > path.len() && k.starts_with(&path))
+            {
+                break; // no subcommands below: an argument
+            }
+            path.push(word.to_string());
+            if !flags.contains_key(&path) {
+                bad.push(format!("`{span}` names no udamon subcommand"));
+                break;
+            }
+        }
+        if let Some(known) = flags.get(&path) {
+            for f in flags_in(span)
+                .into_iter()
+                .filter(|f| !known.contains_key(f))
+            {
+                bad.push(format!("{f} is not a flag of `udamon {}`", path.join(" ")));
+            }
+        }
+    }
+    bad.into_iter()
+}
+
 /// A markdown table being read: the section it is in and its columns.
 struct Table {
     heading: String,
@@ -305,6 +339,9 @@ fn every_documented_flag_exists() {
         for (n, block, heading, line) in lines(&text) {
             if block != Block::Prose {
                 continue;
+            }
+            for span in line.split('`').skip(1).step_by(2) {
+                bad.extend(inline_problems(span, &flags).map(|p| format!("{name}:{n}: {p}")));
             }
             for f in flags_in(line) {
                 if OTHER_TOOLS.contains(&f.as_str()) {
