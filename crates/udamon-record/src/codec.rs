@@ -55,7 +55,7 @@ fn end_code(prev: &[RegionSnapshot], p: usize, end: u64) -> u64 {
             return base;
         }
         if q.end > end {
-            if q.start < end && q.end >= q.start && (end - q.start) % SPLIT_ALIGN == 0 {
+            if q.start < end && q.end >= q.start && (end - q.start).is_multiple_of(SPLIT_ALIGN) {
                 let (off, sz) = (end - q.start, q.end - q.start);
                 // Splits at d/10 first, then at d2/10 of the left piece.
                 let d = (1..10).find(|&d| split_offset(sz, d) == off);

@@ -15,7 +15,7 @@ pub enum Error {
     #[error("no snapshots in the selected time range")]
     NoSnapshots,
     /// No snapshot's window covers the requested time.
-    #[error("no snapshot covers {0}us since the record's start")]
+    #[error("no snapshot covers {} since the record's start", crate::human::fmt_us(*.0))]
     NoSnapshotAt(u64),
     /// The selected target never appears in the selected snapshots.
     #[error("target {0} has no regions in the selected snapshots")]

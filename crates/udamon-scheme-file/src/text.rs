@@ -7,7 +7,8 @@
 //!
 //! Fields are separated by blanks; `#` starts a comment. A bare number
 //! followed by a word that is only a unit (`7 s`, `4 K`, `5 %`) is one
-//! field, as the DAOS paper prints `7 s`.
+//! field, as the DAOS paper prints `7 s`, and so are more such pairs in
+//! decreasing time units, as damo prints `2 m 30 s`.
 
 use udamon_core::schemes::{AccessPattern, Damos};
 
@@ -63,12 +64,25 @@ fn tokens<'a>(src: &Src<'a>, line_start: usize, content: &'a str) -> Vec<Token<'
         if units::is_bare_number(t.text)
             && raw.get(i + 1).is_some_and(|u| units::is_unit_word(u.text))
         {
-            let end = raw[i + 1].pos + raw[i + 1].text.len();
+            // More pairs in decreasing time units make one time, as damo
+            // writes it: `2 m 30 s`.
+            let mut last = i + 1;
+            while let [n, u, ..] = &raw[last + 1..] {
+                let smaller = match (units::time_unit(raw[last].text), units::time_unit(u.text)) {
+                    (Some(prev), Some(next)) => next < prev,
+                    _ => false,
+                };
+                if !(smaller && units::is_bare_number(n.text) && units::is_unit_word(u.text)) {
+                    break;
+                }
+                last += 2;
+            }
+            let end = raw[last].pos + raw[last].text.len();
             merged.push(Token {
                 pos: t.pos,
                 text: &src.text[t.pos..end],
             });
-            i += 2;
+            i = last + 1;
         } else {
             merged.push(t);
             i += 1;
@@ -163,6 +177,22 @@ mod tests {
         );
         // a placeholder after a number is not a unit
         assert_eq!(toks("5 min").len(), 2);
+        // damo's compound times are one field, in decreasing units only
+        assert_eq!(
+            toks("4K max 0 0 2 m 30 s max pageout")[4],
+            (11, "2 m 30 s".to_string())
+        );
+        assert_eq!(toks("1 h 2 m 3 s 4 ms").len(), 1);
+        assert_eq!(toks("30 s 2 m").len(), 2);
+        assert_eq!(toks("2 m 30 K").len(), 2);
         assert!(toks("   ").is_empty());
+    }
+
+    #[test]
+    fn damo_compound_time_reads_as_one_age() {
+        let line = "4K max 0 0 2 m 30 s max pageout\n";
+        let s = crate::parse(line, "t", Some(crate::Format::Text)).unwrap();
+        assert_eq!(s[0].pattern.min_age_us, 150_000_000);
+        assert_eq!(s[0].pattern.max_age_us, u64::MAX);
     }
 }

@@ -118,7 +118,8 @@ fn size_unit(u: &str) -> Option<u128> {
     Some(1u128 << shift)
 }
 
-fn time_unit(u: &str) -> Option<u128> {
+/// Nanoseconds in a time unit.
+pub(crate) fn time_unit(u: &str) -> Option<u128> {
     Some(match u {
         "ns" => 1,
         "us" | "µs" => NS_PER_US,
@@ -225,7 +226,7 @@ pub(crate) fn parse_time_ns(s: &str, bare_ns: u128) -> Result<u128, UnitError> {
 
 /// Nanoseconds to a whole count of `unit_ns`.
 pub(crate) fn ns_to(ns: u128, unit_ns: u128) -> Result<u64, UnitError> {
-    if ns % unit_ns != 0 {
+    if !ns.is_multiple_of(unit_ns) {
         return Err(UnitError::NotWhole);
     }
     u64::try_from(ns / unit_ns).map_err(|_| UnitError::TooLarge)
@@ -293,7 +294,7 @@ pub(crate) fn fmt_time_ns(ns: u128) -> String {
         return "0s".into();
     }
     for (mult, unit) in UNITS {
-        if ns % mult == 0 {
+        if ns.is_multiple_of(mult) {
             return format!("{}{unit}", ns / mult);
         }
     }

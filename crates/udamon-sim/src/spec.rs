@@ -2,7 +2,9 @@
 //! documented in `docs/sim-spec.md`.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
+use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 use udamon_core::schemes::Action;
@@ -19,9 +21,9 @@ pub const DEFAULT_BASE: Addr = 0x1000_0000;
 #[serde(deny_unknown_fields)]
 struct RawSpec {
     name: Option<String>,
-    duration: Spanned<String>,
+    duration: Spanned<DurationStr>,
     seed: Option<u64>,
-    page_size: Option<Spanned<String>>,
+    page_size: Option<Spanned<SizeOrInt>>,
     base: Option<Spanned<SizeOrInt>>,
     #[serde(default)]
     layout: Vec<RawLayout>,
@@ -33,7 +35,7 @@ struct RawSpec {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawMachine {
-    memory_limit: Option<Spanned<String>>,
+    memory_limit: Option<Spanned<SizeOrInt>>,
     thp: Option<Spanned<String>>,
     fault_latency: Option<Spanned<String>>,
     first_touch_latency: Option<Spanned<String>>,
@@ -51,23 +53,103 @@ struct RawMachine {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawNode {
-    capacity: Option<Spanned<String>>,
+    capacity: Option<Spanned<SizeOrInt>>,
     latency: Option<Spanned<String>>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// A size as a spec writes it: a string with a unit (`"64M"`; `base` also
+/// takes hex) or a bare integer of bytes.
 enum SizeOrInt {
     Int(u64),
     Str(String),
+}
+
+impl SizeOrInt {
+    fn bytes(&self) -> Result<u64, String> {
+        match self {
+            SizeOrInt::Int(v) => Ok(*v),
+            SizeOrInt::Str(s) => parse_size(s),
+        }
+    }
+}
+
+impl fmt::Display for SizeOrInt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeOrInt::Int(v) => write!(f, "{v}"),
+            SizeOrInt::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SizeOrInt {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SizeOrInt;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a size like \"64M\" or a number of bytes")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<SizeOrInt, E> {
+                Ok(SizeOrInt::Str(s.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SizeOrInt, E> {
+                Ok(SizeOrInt::Int(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SizeOrInt, E> {
+                u64::try_from(v).map(SizeOrInt::Int).map_err(|_| {
+                    E::custom(format!(
+                        "size {v} is negative (expected a size like \"64M\" or a number of bytes)"
+                    ))
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A duration as a spec writes it: a string with a unit. A bare number is
+/// refused, naming the units, rather than read in a guessed unit.
+struct DurationStr(String);
+
+impl<'de> Deserialize<'de> for DurationStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl V {
+            fn no_unit<E: de::Error>(v: impl fmt::Display) -> E {
+                E::custom(format!(
+                    "duration {v} has no unit (expected a string with us, ms, s, m or h, like \"{v}s\")"
+                ))
+            }
+        }
+        impl Visitor<'_> for V {
+            type Value = DurationStr;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration like \"2s\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<DurationStr, E> {
+                Ok(DurationStr(s.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<DurationStr, E> {
+                Err(V::no_unit(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<DurationStr, E> {
+                Err(V::no_unit(v))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<DurationStr, E> {
+                Err(V::no_unit(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLayout {
     object: Option<Spanned<String>>,
-    size: Option<Spanned<String>>,
-    gap: Option<Spanned<String>>,
+    size: Option<Spanned<SizeOrInt>>,
+    gap: Option<Spanned<SizeOrInt>>,
     populated: Option<Spanned<bool>>,
     file: Option<bool>,
 }
@@ -75,7 +157,7 @@ struct RawLayout {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPhase {
-    duration: Spanned<String>,
+    duration: Spanned<DurationStr>,
     #[serde(default)]
     access: Vec<RawAccess>,
 }
@@ -84,7 +166,7 @@ struct RawPhase {
 #[serde(deny_unknown_fields)]
 struct RawAccess {
     object: Spanned<String>,
-    range: Option<Spanned<[String; 2]>>,
+    range: Option<Spanned<[SizeOrInt; 2]>>,
     rate: Spanned<f64>,
     sweep: Option<Spanned<RawSweep>>,
 }
@@ -92,8 +174,8 @@ struct RawAccess {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSweep {
-    width: String,
-    period: String,
+    width: SizeOrInt,
+    period: DurationStr,
 }
 
 /// A mapped object of the simulated space.
@@ -155,8 +237,10 @@ impl Workload {
             let (line, col) = line_col(text, span.start);
             SpecError::at(origin, line, col, msg)
         };
-        let size = |s: &Spanned<String>| parse_size(s.get_ref()).map_err(|m| at(s.span(), m));
-        let dur = |s: &Spanned<String>| parse_duration_us(s.get_ref()).map_err(|m| at(s.span(), m));
+        let size = |s: &Spanned<SizeOrInt>| s.get_ref().bytes().map_err(|m| at(s.span(), m));
+        let dur = |s: &Spanned<DurationStr>| {
+            parse_duration_us(&s.get_ref().0).map_err(|m| at(s.span(), m))
+        };
 
         let duration_us = dur(&raw.duration)?;
         if duration_us == 0 {
@@ -300,7 +384,7 @@ impl Workload {
                     None => obj.range,
                     Some(r) => {
                         let [lo, hi] = r.get_ref();
-                        let off = |s: &str| {
+                        let off = |s: &SizeOrInt| {
                             offset_in(s, obj.range.sz(), page_size).map_err(|m| at(r.span(), m))
                         };
                         let (lo, hi) = (off(lo)?, off(hi)?);
@@ -323,9 +407,9 @@ impl Workload {
                 let sweep = match &a.sweep {
                     None => None,
                     Some(s) => {
-                        let width = parse_size(&s.get_ref().width).map_err(|m| at(s.span(), m))?;
-                        let period_us =
-                            parse_duration_us(&s.get_ref().period).map_err(|m| at(s.span(), m))?;
+                        let width = s.get_ref().width.bytes().map_err(|m| at(s.span(), m))?;
+                        let period_us = parse_duration_us(&s.get_ref().period.0)
+                            .map_err(|m| at(s.span(), m))?;
                         if width == 0 || width > range.sz() {
                             return Err(at(s.span(), format!("sweep width {width} must be positive and at most the range size {}", range.sz())));
                         }
@@ -392,7 +476,7 @@ fn parse_machine(
     at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
 ) -> Result<MachineSpec, SpecError> {
     let mut spec = MachineSpec::default();
-    let size = |s: &Spanned<String>| parse_size(s.get_ref()).map_err(|e| at(s.span(), e));
+    let size = |s: &Spanned<SizeOrInt>| s.get_ref().bytes().map_err(|e| at(s.span(), e));
     let lat = |s: &Option<Spanned<String>>, dst: &mut f64| -> Result<(), SpecError> {
         if let Some(s) = s {
             *dst = parse_latency_us(s.get_ref()).map_err(|e| at(s.span(), e))?;
@@ -499,18 +583,21 @@ fn parse_int_or_size(s: &str) -> Result<u64, String> {
 
 /// An offset inside an object: a percentage of its size ("25%") or a size
 /// ("16M"), rounded down to the page size (the end of the object stays exact).
-fn offset_in(s: &str, obj_sz: u64, page: u64) -> Result<u64, String> {
-    let v = if let Some(p) = s.trim().strip_suffix('%') {
-        let p: f64 = p
-            .trim()
-            .parse()
-            .map_err(|_| format!("\"{s}\" is not a percentage"))?;
-        if !(0.0..=100.0).contains(&p) {
-            return Err(format!("percentage \"{s}\" is outside 0% to 100%"));
+fn offset_in(s: &SizeOrInt, obj_sz: u64, page: u64) -> Result<u64, String> {
+    let v = match s {
+        SizeOrInt::Str(t) if t.trim().ends_with('%') => {
+            let p: f64 = t
+                .trim()
+                .trim_end_matches('%')
+                .trim()
+                .parse()
+                .map_err(|_| format!("\"{s}\" is not a percentage"))?;
+            if !(0.0..=100.0).contains(&p) {
+                return Err(format!("percentage \"{s}\" is outside 0% to 100%"));
+            }
+            (obj_sz as f64 * p / 100.0) as u64
         }
-        (obj_sz as f64 * p / 100.0) as u64
-    } else {
-        parse_size(s)?
+        _ => s.bytes()?,
     };
     if v > obj_sz {
         return Err(format!(

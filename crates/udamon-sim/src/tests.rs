@@ -27,7 +27,9 @@ fn spec_errors_name_line_column_and_token() {
         ("duration = \"2s\"\n[[layout]]\nobject = \"a\"\nsize = \"4M\"\n[[phase]]\nduration = \"1s\"\n[[phase.access]]\nobject = \"a\"\nrange = [\"50%\", \"10%\"]\nrate = 1\n", "line 9, column 9: range"),
         ("duration = \"2s\"\n[[layout]]\nobject = \"a\"\nsize = \"4M\"\n[[phase]]\nduration = \"1s\"\n[[phase.access]]\nobject = \"a\"\nrate = -1\n", "line 9, column 8: rate -1"),
         ("duration = \"2s\"\n[[layout]]\nobject = \"a\"\nsize = \"4M\"\n[[phase]]\nduration = \"1s\"\n[[phase.access]]\nobject = \"a\"\nrate = 1\nsweep = { width = \"8M\", period = \"1s\" }\n", "sweep width 8388608 must be positive and at most the range size"),
-        ("duration = 2\n", "line 1, column 12: invalid type"),
+        ("duration = 2\n", "line 1, column 12: duration 2 has no unit (expected a string with us, ms, s, m or h, like \"2s\")"),
+        ("duration = \"2s\"\n[[layout]]\nobject = \"a\"\nsize = -4096\n", "line 4, column 8: size -4096 is negative"),
+        ("duration = \"2s\"\n[[layout]]\nobject = \"a\"\nsize = 1.5\n", "line 4, column 8: invalid type: floating point `1.5`, expected a size like \"64M\" or a number of bytes"),
     ];
     for (spec, want) in cases {
         let err = Workload::from_toml(spec, "t").unwrap_err().to_string();
@@ -36,6 +38,35 @@ fn spec_errors_name_line_column_and_token() {
             "spec {spec:?}\n got: {err}\nwant: {want}"
         );
     }
+}
+
+/// docs/sim-spec.md: "A bare number is bytes", wherever a size is written.
+#[test]
+fn bare_integer_sizes_are_bytes() {
+    let spec = |sz: &str, gap: &str, range: &str, width: &str, extra: &str| {
+        format!(
+            "duration = \"2s\"\npage_size = {sz}\n{extra}[[layout]]\nobject = \"a\"\nsize = {sz}\n\
+             [[layout]]\ngap = {gap}\n[[layout]]\nobject = \"b\"\nsize = \"8K\"\n[[phase]]\n\
+             duration = \"1s\"\n[[phase.access]]\nobject = \"a\"\nrange = [0, {range}]\nrate = 1\n\
+             sweep = {{ width = {width}, period = \"1s\" }}\n"
+        )
+    };
+    let machine = |limit: &str| {
+        format!("[machine]\nmemory_limit = {limit}\n[[machine.node]]\ncapacity = {limit}\n")
+    };
+    let ints = Workload::from_toml(&spec("4096", "8192", "4096", "4096", ""), "t").unwrap();
+    let strs = Workload::from_toml(&spec("\"4K\"", "\"8K\"", "\"4K\"", "\"4K\"", ""), "t").unwrap();
+    assert_eq!(ints, strs);
+    assert_eq!(ints.objects[0].range.sz(), 4096);
+    assert_eq!(
+        ints.objects[1].range.start - ints.objects[0].range.end,
+        8192
+    );
+    let ints =
+        Workload::from_toml(&spec("4096", "0", "4096", "4096", &machine("1048576")), "t").unwrap();
+    let strs =
+        Workload::from_toml(&spec("4096", "0", "4096", "4096", &machine("\"1M\"")), "t").unwrap();
+    assert_eq!(ints, strs);
 }
 
 #[test]

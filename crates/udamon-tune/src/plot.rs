@@ -44,9 +44,15 @@ pub fn write(tuned: &Tuned, knob: &Knob, extra: &[Series], path: &Path) -> Resul
     let e = |e: String| Error::Plot(format!("{}: {e}", path.display()));
     match ext.as_deref() {
         Some("png") => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
-            draw(&root, tuned, knob, extra).map_err(|x| e(x.to_string()))?;
-            root.present().map_err(|x| e(x.to_string()))
+            let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
+            {
+                let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+                draw(&root, tuned, knob, extra).map_err(|x| e(x.to_string()))?;
+                root.present().map_err(|x| e(x.to_string()))?;
+            }
+            // Encoded here so that a failed write reads as an I/O error.
+            image::save_buffer(path, &rgb, size.0, size.1, image::ColorType::Rgb8)
+                .map_err(|x| e(x.to_string()))
         }
         Some("svg") => {
             let root = SVGBackend::new(path, size).into_drawing_area();

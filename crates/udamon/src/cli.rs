@@ -1,8 +1,11 @@
 //! The command line, defined once: doc comments are the help text.
 
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use udamon_report::heatmap::{HEIGHT_RANGE, WIDTH_RANGE};
+use udamon_report::{HotOptions, ImageOptions};
 
 use crate::cmd::live::OpsChoice;
 use crate::output::ColorChoice;
@@ -50,11 +53,25 @@ pub enum Command {
     Import(ImportArgs),
     /// Print shell completions for SHELL to stdout
     Completions {
+        /// The shell to complete for
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print udamon's man page (roff) to stdout
-    Man,
+    /// Print the man page (roff) of udamon or of one of its subcommands to
+    /// stdout, or write every page into a directory
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The subcommand whose page to print, as on the command line
+    /// (`record`, `report heatmap`) [default: udamon's own page]
+    #[arg(value_name = "SUBCOMMAND")]
+    pub command: Vec<String>,
+    /// Write every page into DIR instead (udamon.1, udamon-record.1,
+    /// udamon-report-heatmap.1, ...)
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -68,6 +85,8 @@ pub struct DemoArgs {
     /// Seed of the simulation
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Colour the terminal heatmap: auto (on a terminal, unless NO_COLOR is
+    /// set), always or never
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
 }
@@ -197,7 +216,7 @@ pub enum ReportCommand {
     /// The hottest regions, with their size and age
     Hot(HotArgs),
     /// Every snapshot as JSON lines, after a header line
-    Raw(FileArgs),
+    Raw(RawArgs),
     /// Accuracy against the exact truth (simulated records only)
     Accuracy(AccuracyArgs),
     /// Per-scheme statistics and effective quotas over time
@@ -210,14 +229,18 @@ pub enum ReportCommand {
 pub struct JsonFileArgs {
     /// Record file
     pub file: PathBuf,
+    /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args, Debug)]
-pub struct FileArgs {
+pub struct RawArgs {
     /// Record file
     pub file: PathBuf,
+    /// Accepted as by every report; the output is JSON lines either way
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -230,6 +253,10 @@ pub struct HeatmapArgs {
     /// Write an image instead of printing (.png or .svg)
     #[arg(short, long, value_name = "IMAGE")]
     pub output: Option<PathBuf>,
+    /// Target to draw, by index [default: the first target of the first
+    /// snapshot in the time range]
+    #[arg(long, value_name = "N")]
+    pub target: Option<u32>,
     /// Address range to show, START-END (hex or sizes) [default: the active range]
     #[arg(long, value_name = "START-END")]
     pub address_range: Option<String>,
@@ -239,17 +266,38 @@ pub struct HeatmapArgs {
     /// Show every monitored range, not just where accesses were seen
     #[arg(long)]
     pub all: bool,
-    /// Resolution, TIMExADDR bins [default: fits the terminal, 500x500 for images]
+    /// Resolution, TIMExADDR bins [default: 40x68 for text, 500x500 for
+    /// images and JSON]
     #[arg(long, value_name = "TxA")]
     pub resol: Option<String>,
+    /// Image width in pixels (with --output)
+    #[arg(long, value_name = "PX", default_value_t = ImageOptions::default().width,
+          value_parser = pixels(&WIDTH_RANGE), requires = "output")]
+    pub width: u32,
+    /// Image height in pixels (with --output)
+    #[arg(long, value_name = "PX", default_value_t = ImageOptions::default().height,
+          value_parser = pixels(&HEIGHT_RANGE), requires = "output")]
+    pub height: u32,
+    /// Image title (with --output) [default: the workload and how it was
+    /// monitored]
+    #[arg(long, requires = "output")]
+    pub title: Option<String>,
+    /// Colour the terminal heatmap: auto (on a terminal, unless NO_COLOR is
+    /// set), always or never
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+}
+
+/// A value parser for an image dimension in `range` pixels.
+fn pixels(range: &RangeInclusive<u32>) -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(i64::from(*range.start())..=i64::from(*range.end()))
 }
 
 #[derive(Args, Debug)]
 pub struct WssArgs {
     /// Record file
     pub file: PathBuf,
+    /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
     /// Percentiles to report
@@ -258,6 +306,12 @@ pub struct WssArgs {
     /// Least nr_accesses for a region to count as working set
     #[arg(long, default_value_t = 1)]
     pub acc_thres: u32,
+    /// Least region size to count as working set (bytes, or with K, M, G, T)
+    #[arg(long, value_name = "SIZE", default_value = "1")]
+    pub sz_thres: String,
+    /// Target to measure, by index [default: all targets, summed]
+    #[arg(long, value_name = "N")]
+    pub target: Option<u32>,
     /// Snapshots skipped at the start
     #[arg(long, default_value_t = 0)]
     pub skip: usize,
@@ -270,23 +324,33 @@ pub struct WssArgs {
 pub struct HotArgs {
     /// Record file
     pub file: PathBuf,
+    /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
-    /// How many regions to list
-    #[arg(short = 'n', long, default_value_t = 10)]
+    /// How many regions to list, hottest first; 0 lists all
+    #[arg(short = 'n', long, default_value_t = HotOptions::default().top)]
     pub top: usize,
     /// Use the snapshot covering this time since the record's start [default: the last]
     #[arg(long, value_name = "DURATION", conflicts_with = "aggregate")]
     pub at: Option<String>,
-    /// Rank address ranges by their average frequency over the whole record
+    /// Rank address ranges by their average frequency over the record (or
+    /// over --time-range)
     #[arg(long)]
     pub aggregate: bool,
+    /// Time range to average over with --aggregate, START-END in durations
+    /// since the record's start [default: the whole record]
+    #[arg(long, value_name = "START-END", requires = "aggregate")]
+    pub time_range: Option<String>,
+    /// Target to list, by index [default: all targets]
+    #[arg(long, value_name = "N")]
+    pub target: Option<u32>,
 }
 
 #[derive(Args, Debug)]
 pub struct AccuracyArgs {
     /// Record file
     pub file: PathBuf,
+    /// Print the scores as JSON
     #[arg(long)]
     pub json: bool,
     /// Aggregation windows skipped at the start while regions form
@@ -311,6 +375,7 @@ pub struct ImportArgs {
 
 #[derive(Args, Debug)]
 pub struct FeaturesArgs {
+    /// Print what was found as JSON
     #[arg(long)]
     pub json: bool,
     /// Probe a fake tree under this root instead of the machine (tests)
@@ -330,3 +395,6 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
 }
+
+#[cfg(test)]
+mod doc_tests;

@@ -109,7 +109,12 @@ pub fn prepare_output(
             );
         }
     }
-    if others.iter().any(|o| *o == path) {
+    let plain = |p: &Path| -> PathBuf {
+        p.components()
+            .filter(|c| *c != std::path::Component::CurDir)
+            .collect()
+    };
+    if others.iter().any(|o| plain(o) == plain(path)) {
         return Err(UsageError(format!(
             "{flag} {shown}: another output of this command goes there too; give each its own file"
         ))

@@ -38,6 +38,26 @@ fn demo_writes_record_and_image_and_reports_accuracy() {
     assert!(stdout.contains("# heatmap"), "{stdout}");
     let png = std::fs::read(dir.path().join("heatmap.png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
+    // The demo says what to look for, and its zoom command shows the
+    // always-hot area that a terminal-wide column hides.
+    assert!(stdout.contains("what to look for"), "{stdout}");
+    assert!(stdout.contains("a region is an address range"), "{stdout}");
+    let zoom = stdout
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("udamon report heatmap udamon-demo.udr --address-range"))
+        .unwrap_or_else(|| panic!("no zoom command in {stdout}"));
+    let args: Vec<&str> = zoom.split_whitespace().skip(1).collect();
+    let out = udamon(dir.path(), &args);
+    assert!(out.status.success(), "{zoom}: {}", text(&out.stderr));
+    let map = text(&out.stdout);
+    // Rows of the zoomed map reach frequency digit 5 or more.
+    let hot_rows = map
+        .lines()
+        .filter(|l| l.ends_with('s') || l.contains(" s "))
+        .filter(|l| l.chars().any(|c| ('5'..='9').contains(&c)))
+        .count();
+    assert!(hot_rows >= 30, "{map}");
     assert!(dir.path().join("udamon-demo.udr").metadata().unwrap().len() > 1000);
 }
 
@@ -457,11 +477,13 @@ fn outputs_never_replace_inputs_and_keep_the_previous_file() {
         &["apply", "p.txt", "--sim", "x.toml", "-o", "p.txt"],
         &["apply", "p.txt", "--sim", "x.toml", "-o", "./x.toml"],
         &["import", "d.json", "-o", "d.json"],
-        &["report", "heatmap", "r.udr", "-o", "r.udr"],
+        &["report", "heatmap", "h.png", "-o", "h.png"],
         &["tune", "p.txt", "--sim", "x.toml", "-o", "x.toml"],
-        &["tune", "p.txt", "--sim", "x.toml", "--plot", "p.txt"],
+        &["tune", "p.txt", "--replay", "h.png", "--plot", "h.png"],
     ];
-    let inputs = ["x.toml", "p.txt", "d.json", "r.udr"];
+    // A record whose name looks like an image (a heatmap's output).
+    std::fs::copy(d.join("r.udr"), d.join("h.png")).unwrap();
+    let inputs = ["x.toml", "p.txt", "d.json", "r.udr", "h.png"];
     let before: Vec<Vec<u8>> = inputs
         .iter()
         .map(|f| std::fs::read(d.join(f)).unwrap())
@@ -494,7 +516,7 @@ fn outputs_never_replace_inputs_and_keep_the_previous_file() {
     assert_eq!(std::fs::read(d.join("r.udr.old")).unwrap(), first);
     assert_ne!(std::fs::read(d.join("r.udr")).unwrap(), first);
     // Two outputs of one command cannot be the same file.
-    let out = udamon(d, &["demo", "-o", "same", "--image", "same"]);
+    let out = udamon(d, &["demo", "-o", "same.png", "--image", "./same.png"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
 
@@ -520,7 +542,7 @@ fn tune_checks_its_outputs_before_running() {
         ),
         (
             &["tune", "p.txt", "--sim", "x.toml", "--plot", "t.jpg"],
-            "must end in .png or .svg",
+            "--plot t.jpg: unknown image type",
         ),
         (
             &["tune", "p.txt", "--sim", "x.toml", "-o", "."],
@@ -696,4 +718,244 @@ fn bad_input_exits_2_in_plain_words() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+}
+
+#[test]
+fn schemes_check_refuses_a_file_without_schemes_as_apply_does() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("empty.txt"), "# nothing yet\n\n").unwrap();
+    for args in [
+        &["schemes", "check", "empty.txt"][..],
+        &["apply", "empty.txt", "--sim", "x.toml"],
+    ] {
+        let out = udamon(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("empty.txt: no scheme in the file"),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// A record of SMALL held at 30 regions, for the report options.
+fn small_record(dir: &std::path::Path) {
+    std::fs::write(dir.join("small.toml"), SMALL).unwrap();
+    let out = udamon(
+        dir,
+        &[
+            "record",
+            "--sim",
+            "small.toml",
+            "-o",
+            "s.udr",
+            "--min-regions",
+            "30",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn report_options_of_docs_reports_md() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    small_record(d);
+
+    // hot: 20 rows by default, as documented; --top 0 lists all.
+    let hot = json(&udamon(d, &["report", "hot", "s.udr", "--json"]));
+    assert_eq!(hot["regions"].as_array().unwrap().len(), 20, "{hot}");
+    let all = json(&udamon(d, &["report", "hot", "s.udr", "--json", "-n", "0"]));
+    assert!(all["regions"].as_array().unwrap().len() >= 30, "{all}");
+
+    // --target on heatmap, wss and hot.
+    for report in ["heatmap", "wss", "hot"] {
+        let out = udamon(d, &["report", report, "s.udr", "--json", "--target", "0"]);
+        assert!(out.status.success(), "{report}: {}", text(&out.stderr));
+        let out = udamon(d, &["report", report, "s.udr", "--target", "1"]);
+        assert_eq!(out.status.code(), Some(2), "{report}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("--target 1: the record has one target, 0"),
+            "{report}: {err}"
+        );
+    }
+
+    // wss --sz-thres: no region of SMALL reaches 1 GiB.
+    let wss = json(&udamon(
+        d,
+        &["report", "wss", "s.udr", "--json", "--sz-thres", "1G"],
+    ));
+    assert_eq!(wss["sz_thres_bytes"], 1u64 << 30);
+    assert_eq!(wss["wss_avg_bytes"], 0);
+
+    // hot --aggregate --time-range.
+    let agg = json(&udamon(
+        d,
+        &[
+            "report",
+            "hot",
+            "s.udr",
+            "--json",
+            "--aggregate",
+            "--time-range",
+            "1s-2s",
+        ],
+    ));
+    assert_eq!(
+        (agg["start_us"].as_u64(), agg["end_us"].as_u64()),
+        (Some(1_000_000), Some(2_000_000)),
+        "{agg}"
+    );
+
+    // heatmap image size and title.
+    let out = udamon(
+        d,
+        &[
+            "report", "heatmap", "s.udr", "-o", "h.png", "--width", "400", "--height", "300",
+            "--title", "small",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let png = std::fs::read(d.join("h.png")).unwrap();
+    let be32 = |i: usize| u32::from_be_bytes(png[i..i + 4].try_into().unwrap());
+    assert_eq!((be32(16), be32(20)), (400, 300));
+
+    // Bad values: exit 2, naming the flag and the value.
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &[
+                "report", "heatmap", "s.udr", "-o", "h.png", "--width", "100",
+            ],
+            &["--width", "100", "300"],
+        ),
+        (
+            &[
+                "report", "heatmap", "s.udr", "-o", "h.png", "--height", "99999",
+            ],
+            &["--height", "99999", "20000"],
+        ),
+        (
+            &["report", "heatmap", "s.udr", "--width", "400"],
+            &["--width", "--output"],
+        ),
+        (
+            &["report", "wss", "s.udr", "--sz-thres", "4Q"],
+            &["--sz-thres", "4Q"],
+        ),
+        (
+            &["report", "hot", "s.udr", "--time-range", "0s-1s"],
+            &["--time-range", "--aggregate"],
+        ),
+        (
+            &[
+                "report",
+                "hot",
+                "s.udr",
+                "--aggregate",
+                "--time-range",
+                "2s-1s",
+            ],
+            &["--time-range 2s-1s"],
+        ),
+    ];
+    for (args, wants) in cases {
+        let out = udamon(d, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for want in *wants {
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn every_report_takes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    small_record(d);
+    for report in ["heatmap", "wss", "hot", "raw", "accuracy", "summary"] {
+        let out = udamon(d, &["report", report, "s.udr", "--json"]);
+        assert!(out.status.success(), "{report}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        // raw writes JSON lines, the others one document.
+        let doc = if report == "raw" {
+            stdout.lines().next().unwrap_or("")
+        } else {
+            &stdout
+        };
+        serde_json::from_str::<serde_json::Value>(doc).unwrap_or_else(|e| panic!("{report}: {e}"));
+    }
+}
+
+#[test]
+fn man_has_a_page_for_every_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = udamon(d, &["man", "--dir", "man"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pages: std::collections::BTreeSet<String> = std::fs::read_dir(d.join("man"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    for want in [
+        "udamon.1",
+        "udamon-record.1",
+        "udamon-report-heatmap.1",
+        "udamon-schemes-check.1",
+        "udamon-man.1",
+    ] {
+        assert!(pages.contains(want), "{want} missing from {pages:?}");
+    }
+    // Every page named in a page exists, and every page is named from udamon(1) down.
+    let mut reached = std::collections::BTreeSet::from(["udamon.1".to_string()]);
+    let mut todo = vec!["udamon.1".to_string()];
+    while let Some(page) = todo.pop() {
+        let roff = std::fs::read_to_string(d.join("man").join(&page))
+            .unwrap()
+            .replace("\\-", "-");
+        for (i, _) in roff.match_indices("(1)") {
+            let name = roff[..i]
+                .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .next()
+                .unwrap();
+            let file = format!("{name}.1");
+            assert!(
+                pages.contains(&file),
+                "{page} names {name}(1), which has no page"
+            );
+            if reached.insert(file.clone()) {
+                todo.push(file);
+            }
+        }
+    }
+    assert_eq!(reached, pages);
+    // One page at a time, as written in the directory.
+    for (args, page) in [
+        (&["man"][..], "udamon.1"),
+        (&["man", "record"], "udamon-record.1"),
+        (&["man", "report", "heatmap"], "udamon-report-heatmap.1"),
+        (&["man", "schemes", "check"], "udamon-schemes-check.1"),
+    ] {
+        let out = udamon(d, args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stdout),
+            std::fs::read_to_string(d.join("man").join(page)).unwrap(),
+            "{args:?}"
+        );
+    }
+    let out = udamon(d, &["man", "report", "heat"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("\"heat\""),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -116,7 +116,7 @@ fn readme_commands_run_as_written() {
         };
         let out = match &filter {
             Some(f) if has(f.split_whitespace().next().unwrap()) => {
-                let mut c = Command::new("sh");
+                let mut c = Command::new("bash");
                 c.arg("-c")
                     .arg(format!(
                         "set -o pipefail; '{}' {} | {f}",

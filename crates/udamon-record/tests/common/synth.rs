@@ -357,13 +357,13 @@ impl Synth {
             }
         }
         // The background changes slowly: one chunk every other window.
-        if self.windows % 2 == 0 {
+        if self.windows.is_multiple_of(2) {
             let i = self.rng.below(self.texture.len() as u64) as usize;
             let j = self.rng.below(self.texture[i].len() as u64) as usize;
             self.texture[i][j] = Self::chunk_prob(&mut self.rng, self.p.active);
         }
         // Every two minutes, the hash table moves elsewhere (a phase change).
-        if self.windows % 1200 == 0 {
+        if self.windows.is_multiple_of(1200) {
             let span = (self.hot[1].hi - self.hot[1].lo - self.hot[1].len) / PAGE;
             self.hot[1].start = self.hot[1].lo + self.rng.below(span) * PAGE;
         }

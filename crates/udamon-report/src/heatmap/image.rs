@@ -10,6 +10,7 @@
 //! plotters' `ab_glyph` backend, so no system font is needed.
 
 use std::io::Write;
+use std::ops::RangeInclusive;
 use std::path::Path;
 use std::sync::Once;
 
@@ -55,11 +56,21 @@ fn register_fonts() {
     });
 }
 
+/// The image widths drawn, in pixels.
+pub const WIDTH_RANGE: RangeInclusive<u32> = 300..=20_000;
+/// The image heights drawn, in pixels.
+pub const HEIGHT_RANGE: RangeInclusive<u32> = 200..=20_000;
+
 fn check(opts: &ImageOptions) -> Result<(), Error> {
-    if opts.width < 300 || opts.height < 200 || opts.width > 20_000 || opts.height > 20_000 {
+    if !WIDTH_RANGE.contains(&opts.width) || !HEIGHT_RANGE.contains(&opts.height) {
         return Err(Error::InvalidOption(format!(
-            "image size {}x{} is outside 300x200 .. 20000x20000",
-            opts.width, opts.height
+            "image size {}x{} is outside {}x{} .. {}x{}",
+            opts.width,
+            opts.height,
+            WIDTH_RANGE.start(),
+            HEIGHT_RANGE.start(),
+            WIDTH_RANGE.end(),
+            HEIGHT_RANGE.end()
         )));
     }
     Ok(())
@@ -81,9 +92,18 @@ impl Heatmap {
 fn write_png(hm: &Heatmap, path: &Path, opts: &ImageOptions) -> Result<(), Error> {
     check(opts)?;
     register_fonts();
-    let root = BitMapBackend::new(path, (opts.width, opts.height)).into_drawing_area();
-    draw(&root, hm, opts).map_err(|e| Error::Plot(e.to_string()))?;
-    root.present().map_err(|e| Error::Plot(e.to_string()))
+    let (w, h) = (opts.width, opts.height);
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        draw(&root, hm, opts).map_err(|e| Error::Plot(e.to_string()))?;
+        root.present().map_err(|e| Error::Plot(e.to_string()))?;
+    }
+    // Encoded here so that a failed write reads as an I/O error.
+    image::save_buffer(path, &rgb, w, h, image::ColorType::Rgb8).map_err(|e| match e {
+        image::ImageError::IoError(io) => Error::Io(io),
+        e => Error::Plot(e.to_string()),
+    })
 }
 
 fn write_svg(hm: &Heatmap, w: &mut dyn Write, opts: &ImageOptions) -> Result<(), Error> {

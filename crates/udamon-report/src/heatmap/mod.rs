@@ -21,7 +21,7 @@ mod json;
 mod plan;
 mod text;
 
-pub use image::ImageOptions;
+pub use image::{ImageOptions, HEIGHT_RANGE, WIDTH_RANGE};
 pub use plan::{ACTIVE_MASS_FRACTION, ACTIVE_PAD_FRACTION, GAP_COLLAPSE_FRACTION};
 
 use serde::Serialize;

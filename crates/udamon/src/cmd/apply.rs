@@ -18,6 +18,11 @@ pub fn schemes(c: SchemesCommand) -> Result<()> {
     match c {
         SchemesCommand::Check { file, json } => {
             let schemes = parse_file(&file)?;
+            if schemes.is_empty() {
+                return Err(
+                    UsageError(format!("{}: no scheme in the file", file.display())).into(),
+                );
+            }
             if json {
                 return print_json(&to_json(&schemes));
             }

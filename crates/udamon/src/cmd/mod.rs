@@ -13,10 +13,11 @@ pub mod tune;
 
 use std::io::Write;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::CommandFactory;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, ManArgs};
+use crate::UsageError;
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
@@ -34,11 +35,43 @@ pub fn run(cli: Cli) -> Result<()> {
             clap_complete::generate(shell, &mut Cli::command(), "udamon", &mut std::io::stdout());
             Ok(())
         }
-        Command::Man => {
-            let mut out = Vec::new();
-            clap_mangen::Man::new(Cli::command()).render(&mut out)?;
-            std::io::stdout().write_all(&out)?;
-            Ok(())
-        }
+        Command::Man(a) => man(a),
     }
+}
+
+/// The command tree the man pages describe: every subcommand has a page,
+/// so `help` (which only repeats them) has none.
+pub fn man_tree() -> clap::Command {
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    cmd
+}
+
+fn man(a: ManArgs) -> Result<()> {
+    let root = man_tree();
+    if let Some(dir) = &a.dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        clap_mangen::generate_to(root, dir)
+            .with_context(|| format!("cannot write the man pages in {}", dir.display()))?;
+        return Ok(());
+    }
+    let mut cmd = &root;
+    for name in &a.command {
+        cmd = cmd.find_subcommand(name).ok_or_else(|| {
+            let known: Vec<&str> = cmd
+                .get_subcommands()
+                .filter(|c| !c.is_hide_set())
+                .map(|c| c.get_name())
+                .collect();
+            UsageError(format!(
+                "man: {} has no subcommand \"{name}\" (expected one of {})",
+                cmd.get_bin_name().unwrap_or(cmd.get_name()),
+                known.join(", ")
+            ))
+        })?;
+    }
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut out)?;
+    std::io::stdout().write_all(&out)?;
+    Ok(())
 }

@@ -13,7 +13,7 @@ use udamon_sim::units::{parse_duration_us, parse_size};
 use udamon_sim::{AccuracyAcc, AccuracyOptions, Model, Workload};
 
 use crate::cli::{
-    AccuracyArgs, FileArgs, HeatmapArgs, HotArgs, JsonFileArgs, ReportCommand, WssArgs,
+    AccuracyArgs, HeatmapArgs, HotArgs, JsonFileArgs, RawArgs, ReportCommand, WssArgs,
 };
 use crate::output::print_json;
 use crate::UsageError;
@@ -91,6 +91,22 @@ fn addr(s: &str) -> Result<u64, String> {
     }
 }
 
+/// Checks `--target N` against the record's targets.
+fn target_arg(reader: &Reader, target: Option<u32>) -> Result<Option<u32>> {
+    let n = reader.header().targets.len();
+    match target {
+        Some(t) if n > 0 && t as usize >= n => {
+            let has = if n == 1 {
+                "one target, 0".to_string()
+            } else {
+                format!("targets 0..{}", n - 1)
+            };
+            bail!(UsageError(format!("--target {t}: the record has {has}")))
+        }
+        t => Ok(t),
+    }
+}
+
 fn resol_arg(s: &str) -> Result<(usize, usize)> {
     let bad = || UsageError(format!("--resol {s}: expected TIMExADDR bins, like 40x80"));
     let (t, a) = s.split_once(['x', 'X']).ok_or_else(bad)?;
@@ -112,7 +128,7 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
         ));
     }
     let opts = HeatmapOptions {
-        target: None,
+        target: target_arg(&reader, a.target)?,
         time_range: a
             .time_range
             .as_deref()
@@ -139,15 +155,21 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
         None if a.json => HeatmapFormat::Json,
         None => HeatmapFormat::Text,
     };
+    if let Some(p) = &a.output {
+        crate::output::prepare("--output", p, &[&a.file], &[])?;
+    }
     let hm = heatmap::build(&reader, &opts, format)?;
     let image = ImageOptions {
-        title: Some(title(&reader, &a.file)),
-        ..ImageOptions::default()
+        width: a.width,
+        height: a.height,
+        title: Some(a.title.unwrap_or_else(|| title(&reader, &a.file))),
     };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match (format, &a.output) {
-        (HeatmapFormat::Png, Some(p)) => hm.write_png(p, &image)?,
+        (HeatmapFormat::Png, Some(p)) => hm
+            .write_png(p, &image)
+            .with_context(|| format!("cannot write {}", p.display()))?,
         (HeatmapFormat::Svg, Some(p)) => {
             let mut f = BufWriter::new(
                 std::fs::File::create(p)
@@ -158,6 +180,9 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
         }
         (HeatmapFormat::Json, _) => hm.write_json(&mut out)?,
         _ => hm.write_text(&mut out, a.color.enabled())?,
+    }
+    if let Some(p) = &a.output {
+        writeln!(out, "wrote {}", p.display())?;
     }
     out.flush()?;
     Ok(())
@@ -184,8 +209,9 @@ fn wss_cmd(a: WssArgs) -> Result<()> {
     let opts = WssOptions {
         percentiles: a.percentiles.iter().map(|&p| f64::from(p)).collect(),
         acc_thres: a.acc_thres,
+        sz_thres: parse_size(&a.sz_thres).map_err(|m| UsageError(format!("--sz-thres: {m}")))?,
         skip: a.skip,
-        ..WssOptions::default()
+        target: target_arg(&reader, a.target)?,
     };
     let w = wss::build(&reader, &opts)?;
     let mut out = BufWriter::new(io::stdout().lock());
@@ -207,8 +233,13 @@ fn hot_cmd(a: HotArgs) -> Result<()> {
             .map(|s| super::record::duration_arg("at", s))
             .transpose()?,
         aggregate: a.aggregate,
+        time_range: a
+            .time_range
+            .as_deref()
+            .map(|s| range_arg("time-range", s, parse_duration_us))
+            .transpose()?,
         top: a.top,
-        ..HotOptions::default()
+        target: target_arg(&reader, a.target)?,
     };
     let h = hot::build(&reader, &opts)?;
     let mut out = BufWriter::new(io::stdout().lock());
@@ -221,7 +252,7 @@ fn hot_cmd(a: HotArgs) -> Result<()> {
     Ok(())
 }
 
-fn raw_cmd(a: FileArgs) -> Result<()> {
+fn raw_cmd(a: RawArgs) -> Result<()> {
     let reader = open(&a.file)?;
     let mut out = BufWriter::new(io::stdout().lock());
     udamon_report::raw::write_header_line(&mut out, reader.header())?;

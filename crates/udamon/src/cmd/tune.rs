@@ -257,7 +257,7 @@ pub fn run(a: TuneArgs) -> Result<()> {
             Some("png" | "svg")
         ) {
             return Err(UsageError(format!(
-                "--plot {}: the image name must end in .png or .svg",
+                "--plot {}: unknown image type (expected a .png or .svg file name)",
                 p.display()
             ))
             .into());
