@@ -17,6 +17,10 @@ use udamon_core::{RegionSnapshot, Snapshot, TargetSnapshot};
 pub struct AggregatedEvent {
     /// The ftrace timestamp in microseconds, when the line has one.
     pub time_us: Option<u64>,
+    /// The thread that emitted it (ftrace's `comm-PID` column), when the
+    /// line has one: the kdamond, so events of other kdamonds can be told
+    /// apart from ours.
+    pub pid: Option<u32>,
     pub target_id: u64,
     pub nr_regions: u32,
     pub region: RegionSnapshot,
@@ -34,6 +38,12 @@ pub fn parse_aggregated(line: &str) -> Option<AggregatedEvent> {
             let (s, us) = w.split_once('.')?;
             Some(s.parse::<u64>().ok()? * 1_000_000 + us.parse::<u64>().ok()?)
         });
+    // ftrace's first column is `comm-PID` (`kdamond.0-1234`).
+    let pid = head
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.rsplit_once('-'))
+        .and_then(|(_, p)| p.parse().ok());
     let mut it = body.split_whitespace();
     let target_id = it.next()?.strip_prefix("target_id=")?.parse().ok()?;
     let nr_regions = it.next()?.strip_prefix("nr_regions=")?.parse().ok()?;
@@ -45,6 +55,7 @@ pub fn parse_aggregated(line: &str) -> Option<AggregatedEvent> {
     };
     Some(AggregatedEvent {
         time_us,
+        pid,
         target_id,
         nr_regions,
         region: RegionSnapshot {
@@ -69,6 +80,9 @@ pub struct Assembler {
     last_end_us: u64,
     /// Target ids in the order the kernel first printed them.
     ids: Vec<u64>,
+    /// Only events of this kdamond thread count (a trace instance gets the
+    /// events of every kdamond: another tool's, or a DAMON module's).
+    kdamond_pid: Option<u32>,
 }
 
 impl Assembler {
@@ -81,11 +95,23 @@ impl Assembler {
             origin_us: None,
             last_end_us: 0,
             ids: Vec::new(),
+            kdamond_pid: None,
         }
+    }
+
+    /// From now on, drops events that name another thread than `pid`
+    /// (events without a thread column are kept).
+    pub fn only_from(&mut self, pid: Option<u32>) {
+        self.kdamond_pid = pid;
     }
 
     /// Takes one event; returns a snapshot when it completes one.
     pub fn push(&mut self, ev: AggregatedEvent) -> Option<Snapshot> {
+        if let (Some(ours), Some(theirs)) = (self.kdamond_pid, ev.pid) {
+            if ours != theirs {
+                return None;
+            }
+        }
         let idx = match self.ids.iter().position(|&i| i == ev.target_id) {
             Some(i) => i,
             None => {
@@ -254,6 +280,7 @@ mod tests {
 
     fn ev(t: u64, target: u64, n: u32, s: u64, e: u64, acc: u32) -> AggregatedEvent {
         AggregatedEvent {
+            pid: None,
             time_us: Some(t),
             target_id: target,
             nr_regions: n,
@@ -295,11 +322,38 @@ mod tests {
         assert_eq!(s.targets[1].regions[0].start, 40);
     }
 
+    /// Another kdamond's events (DAMON_STAT's, another tool's) land in the
+    /// same trace instance, with target ids that collide with ours: they
+    /// are dropped, and our snapshots hold our regions only.
+    #[test]
+    fn events_of_other_kdamonds_are_dropped() {
+        let line = |pid: u32, s: u64, e: u64| {
+            format!(
+                "kdamond.0-{pid} [000] ....  5.000000: damon_aggregated: target_id=0 nr_regions=2 {s}-{e}: 1 0"
+            )
+        };
+        let mut a = Assembler::new(1, 5_000, 100_000);
+        a.only_from(Some(100));
+        let mut snaps = Vec::new();
+        for l in [
+            line(100, 0, 10),
+            line(77, 5000, 6000),
+            line(77, 6000, 7000),
+            line(100, 10, 20),
+        ] {
+            snaps.extend(a.push(parse_aggregated(&l).unwrap()));
+        }
+        assert_eq!(snaps.len(), 1);
+        let r = &snaps[0].targets[0].regions;
+        assert_eq!((r[0].start, r[1].end, r.len()), (0, 20, 2));
+    }
+
     #[test]
     fn parses_sample_lines() {
         let l = "   kdamond.0-1234  [002] ....  5678.901234: damon_aggregated: target_id=0 nr_regions=3 140737488351232-140737488355328: 5 2";
         let e = parse_aggregated(l).unwrap();
         assert_eq!(e.time_us, Some(5_678_901_234));
+        assert_eq!(e.pid, Some(1234));
         assert_eq!((e.target_id, e.nr_regions), (0, 3));
         assert_eq!(
             e.region,

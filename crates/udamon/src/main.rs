@@ -109,6 +109,7 @@ fn strip_os_error(s: &str) -> String {
 }
 
 fn main() -> ExitCode {
+    output::mark_start();
     // Like other Unix filters, end quietly when the reader of our output
     // goes away (`udamon report raw x.udr | head`) instead of panicking.
     // SAFETY: restoring a signal's default disposition at start-up, before

@@ -31,6 +31,18 @@ impl ColorChoice {
     }
 }
 
+static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+/// Marks the start of the process (call first thing in `main`).
+pub fn mark_start() {
+    START.get_or_init(Instant::now);
+}
+
+/// Wall time since [`mark_start`].
+pub fn since_start() -> Duration {
+    START.get_or_init(Instant::now).elapsed()
+}
+
 /// A progress bar on stderr that shows itself only on a terminal and only
 /// once the work has taken more than a second.
 pub struct Progress {

@@ -356,3 +356,108 @@ fn a_refusal_names_every_blocker() {
         }
     }
 }
+
+/// With an idle kdamond left behind (as `damo stop` leaves one), `--ops
+/// auto` never falls back to write-only monitoring for a scheme that acts:
+/// read-hot memory would look idle and be paged out. The refusal says what
+/// is in the way and how to clear it; naming soft-dirty accepts it.
+#[test]
+fn auto_never_acts_on_write_only_monitoring() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    let admin = "sys/kernel/mm/damon/admin/kdamonds";
+    write(&root, &format!("{admin}/nr_kdamonds"), "1\n");
+    write(&root, &format!("{admin}/0/state"), "off\n");
+    fs::write(dir.path().join("prcl.txt"), "4K max 0 0 5s max pageout\n").unwrap();
+    fs::write(dir.path().join("stat.txt"), "4K max 0 0 5s max stat\n").unwrap();
+    let r = root.to_str().unwrap();
+    let pid = PID.to_string();
+    let out = udamon(
+        dir.path(),
+        &["apply", "prcl.txt", "--pid", &pid, "--root", r],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    for want in [
+        "sees writes only",
+        "scheme 0 (pageout)",
+        "give --ops softdirty",
+        "kdamond 0 (state off",
+        "damo stop",
+        "nr_kdamonds",
+    ] {
+        assert!(err.contains(want), "lacks {want:?}: {err}");
+    }
+    // Watching (stat) with auto, or acting with softdirty by name, runs.
+    for args in [
+        &[
+            "apply",
+            "stat.txt",
+            "--pid",
+            &pid,
+            "--root",
+            r,
+            "--duration",
+            "1s",
+        ][..],
+        &[
+            "apply",
+            "prcl.txt",
+            "--ops",
+            "softdirty",
+            "--pid",
+            &pid,
+            "--root",
+            r,
+            "--duration",
+            "1s",
+        ],
+    ] {
+        let out = udamon(dir.path(), args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+}
+
+/// A live record killed without warning (SIGKILL) keeps all but about the
+/// last second: frames are flushed at least once a second of wall time
+/// (they were flushed every 64 snapshots, 6.4 s at default attributes).
+#[test]
+fn a_killed_live_record_keeps_all_but_the_last_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    let r = root.to_str().unwrap();
+    let pid = PID.to_string();
+    let child = common::spawn(
+        dir.path(),
+        &[
+            "record",
+            "--ops",
+            "softdirty",
+            "--pid",
+            &pid,
+            "--root",
+            r,
+            "--duration",
+            "60s",
+            "-o",
+            "k.udr",
+        ],
+        common::DEFAULT,
+    );
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    // SAFETY: killing our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    let _ = common::finish(child, 30, "killed udamon record");
+    let out = udamon(dir.path(), &["report", "raw", "k.udr"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let last_end = text(&out.stdout)
+        .lines()
+        .skip(1)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["end_us"].as_u64())
+        .max()
+        .unwrap_or(0);
+    assert!(last_end >= 1_000_000, "kept {last_end} us of about 4 s");
+}

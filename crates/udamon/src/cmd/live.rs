@@ -166,7 +166,9 @@ pub struct LiveSummary {
     pub monitored_s: f64,
     pub snapshots: u64,
     pub avg_nr_regions: f64,
-    /// udamon's own CPU time (user + system) per second of monitoring.
+    /// udamon's own CPU time (user + system) over its whole run, set-up and
+    /// tear-down included, and per second of that run's wall time.
+    pub udamon_cpu_s: f64,
     pub udamon_cpu_s_per_s: f64,
     /// The kdamond thread's CPU time per second (kernel DAMON only).
     pub kdamond_cpu_s_per_s: Option<f64>,
@@ -176,6 +178,11 @@ pub struct LiveSummary {
     pub swap_end_kb: Option<u64>,
     /// Why monitoring ended: "duration", "target exited", "interrupted".
     pub ended_by: String,
+    /// Windows much longer than the aggregation interval (the kernel's
+    /// aggregations stalled, or udamon could not keep up): how many, and
+    /// the longest. Each is also a `gap` entry in the record.
+    pub gaps: u64,
+    pub longest_gap_s: f64,
     pub record_bytes: u64,
     pub schemes: Vec<SchemeReport>,
 }
@@ -184,8 +191,33 @@ pub struct LiveSummary {
 /// still look alive to the kernel's DAMON and to /proc).
 static CHILD_EXITED: AtomicBool = AtomicBool::new(false);
 
-fn ending() -> bool {
-    stop::requested() || CHILD_EXITED.load(Ordering::SeqCst)
+/// How often a live run's record is flushed (a frame at least this often).
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// Snapshot windows far longer than the aggregation interval.
+#[derive(Default)]
+struct Gaps {
+    count: u64,
+    longest_us: u64,
+}
+
+impl Gaps {
+    /// A window at least three aggregation intervals and one second longer
+    /// than it should be is a gap (slow windows from a busy machine, about
+    /// twice the interval, are not).
+    fn check(&mut self, s: &Snapshot, aggr_us: u64) -> Option<serde_json::Value> {
+        let len = s.end_us.saturating_sub(s.start_us);
+        if len < 3 * aggr_us || len < aggr_us + 1_000_000 {
+            return None;
+        }
+        self.count += 1;
+        self.longest_us = self.longest_us.max(len);
+        Some(serde_json::json!({
+            "start_us": s.start_us,
+            "end_us": s.end_us,
+            "expected_us": aggr_us,
+        }))
+    }
 }
 
 fn feature<'a>(f: &'a Features, name: &str) -> (bool, &'a str) {
@@ -239,9 +271,16 @@ fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> {
             let mut why: Vec<String> = need(&["kernel_damon_sysfs"]).into_iter().collect();
             why.extend(damon_lacks(f, if phys { "paddr" } else { "vaddr" }));
             why.extend(f.foreign_kdamonds.iter().map(|k| {
+                let clear = if k.state == "off" {
+                    "an idle kdamond, as `damo stop` leaves one: if nothing of yours \
+                     needs it, `echo 0 > /sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds` \
+                     removes it"
+                } else {
+                    "it runs for another tool: stop that tool to free kernel DAMON"
+                };
                 format!(
-                    "kdamond {} (state {}, pid {}) exists and was not created by udamon; \
-                     udamon never takes over a kdamond it did not create",
+                    "kdamond {} (state {}, pid {}) exists and was not created by udamon \
+                     ({clear}); udamon never takes over a kdamond it did not create",
                     k.index,
                     k.state,
                     k.pid.map_or("-".into(), |p| p.to_string())
@@ -391,13 +430,37 @@ fn self_cpu_s() -> f64 {
 struct Kernel {
     driver: KdamonDriver,
     trace: Option<(TraceSession, Assembler)>,
-    started: Instant,
+}
+
+/// What the next step of a live run gave.
+enum Next {
+    Snapshot(Snapshot),
+    /// The run is over, and why (the summary's `ended_by`).
+    End(&'static str),
+}
+
+/// Why a run that has produced nothing more ends now, if it does: a stop
+/// request, the command udamon started exiting, or the duration passing on
+/// the run's one clock.
+fn end_now(started: Instant, deadline_us: Option<u64>) -> Option<&'static str> {
+    if stop::requested() {
+        Some("interrupted")
+    } else if CHILD_EXITED.load(Ordering::SeqCst) {
+        Some("target exited")
+    } else if deadline_us.is_some_and(|d| started.elapsed() >= Duration::from_micros(d)) {
+        Some("duration")
+    } else {
+        None
+    }
 }
 
 impl Kernel {
-    fn next(&mut self, deadline_us: Option<u64>) -> Result<Option<Snapshot>> {
+    fn next(&mut self, started: Instant, deadline_us: Option<u64>) -> Result<Next> {
         let Some((session, asm)) = self.trace.as_mut() else {
-            return Ok(self.driver.next_snapshot()?);
+            return Ok(match self.driver.next_snapshot()? {
+                Some(s) => Next::Snapshot(s),
+                None => Next::End(end_now(started, deadline_us).unwrap_or("duration")),
+            });
         };
         let be = |e: std::io::Error| anyhow::anyhow!("reading the damon_aggregated trace: {e}");
         let mut last_state_check = Instant::now();
@@ -405,19 +468,18 @@ impl Kernel {
             for line in session.read_lines().map_err(be)? {
                 if let Some(ev) = parse_aggregated(&line) {
                     if let Some(s) = asm.push(ev) {
-                        return Ok(Some(s));
+                        return Ok(Next::Snapshot(s));
                     }
                 }
             }
-            let elapsed = self.started.elapsed();
-            if ending() || deadline_us.is_some_and(|d| elapsed >= Duration::from_micros(d)) {
-                return Ok(None);
+            if let Some(why) = end_now(started, deadline_us) {
+                return Ok(Next::End(why));
             }
             // The kernel turns the kdamond off once its target is gone.
             if last_state_check.elapsed() > Duration::from_millis(200) {
                 last_state_check = Instant::now();
                 if self.driver.state()? == "off" {
-                    return Ok(None);
+                    return Ok(Next::End("target exited"));
                 }
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -464,17 +526,17 @@ impl Live {
         }
     }
 
-    /// One snapshot, or `None` at the end; the engine is stepped here so
+    /// One snapshot, or the end and why; the engine is stepped here so
     /// that a stop request or a vanished target is seen within one sample.
-    fn next(&mut self, started: Instant, deadline_us: Option<u64>) -> Result<Option<Snapshot>> {
+    fn next(&mut self, started: Instant, deadline_us: Option<u64>) -> Result<Next> {
         match self {
-            Live::Kernel(k) => k.next(deadline_us),
+            Live::Kernel(k) => k.next(started, deadline_us),
             Live::Engine(e, last_end_us) => loop {
-                if ending()
-                    || !e.ops().target_valid(0)
-                    || deadline_us.is_some_and(|d| started.elapsed() >= Duration::from_micros(d))
-                {
-                    return Ok(None);
+                if let Some(why) = end_now(started, deadline_us) {
+                    return Ok(Next::End(why));
+                }
+                if !e.ops().target_valid(0) {
+                    return Ok(Next::End("target exited"));
                 }
                 let snap = e.tick();
                 if let Some(err) = e.ops_mut().inner_mut().take_error() {
@@ -497,7 +559,7 @@ impl Live {
                     s.start_us = *last_end_us;
                     s.end_us = now.max(*last_end_us);
                     *last_end_us = s.end_us;
-                    return Ok(Some(s));
+                    return Ok(Next::Snapshot(s));
                 }
             },
         }
@@ -518,6 +580,25 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
     let features = probe(run.root);
     let phys = matches!(run.target, LiveTarget::Phys);
     let (ops, because) = choose(&features, run.ops, phys)?;
+    // Soft-dirty bits see writes only: read-hot memory looks idle. `auto`
+    // never falls back to that for schemes that act on memory; asking for
+    // `--ops softdirty` by name accepts it.
+    if run.ops == OpsChoice::Auto && ops == OpsChoice::Softdirty {
+        if let Some((i, s)) = run
+            .schemes
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.action != udamon_core::schemes::Action::Stat)
+        {
+            return Err(CapabilityError(format!(
+                "--ops auto would act with softdirty ({because}), which sees writes only: \
+                 memory that is only read would look idle to scheme {i} ({}). Free a path \
+                 that sees reads, or give --ops softdirty to accept write-only monitoring",
+                s.action.name()
+            ))
+            .into());
+        }
+    }
     if ops == OpsChoice::Kdamond {
         let op = if phys { "paddr" } else { "vaddr" };
         if let Some(why) = damon_lacks(&features, op) {
@@ -568,15 +649,33 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
     if let Some((p, reaper)) = child {
         // udamon started the command, so udamon ends it when monitoring
         // stops before it exits (duration passed, Ctrl-C).
-        if !CHILD_EXITED.load(Ordering::SeqCst) {
-            // SAFETY: kill has no memory effects. The reaper has not seen
-            // the child exit, so the pid is still the child's unless it exits
-            // and its pid is reused within this instant.
-            unsafe { libc::kill(p as libc::pid_t, libc::SIGTERM) };
-        }
+        end_child(p, &CHILD_EXITED, CHILD_GRACE);
         let _ = reaper.join();
     }
     result
+}
+
+/// How long a command udamon started has to exit after SIGTERM before it
+/// gets SIGKILL.
+const CHILD_GRACE: Duration = Duration::from_secs(5);
+
+/// Ends a child that a reaper thread waits for (`exited` turns true when
+/// it has reaped it): SIGTERM, then SIGKILL after `grace`.
+fn end_child(pid: u32, exited: &AtomicBool, grace: Duration) {
+    let signal = |sig| {
+        if !exited.load(Ordering::SeqCst) {
+            // SAFETY: kill has no memory effects. The reaper has not reaped
+            // the child, so the pid is still the child's (a zombie's pid is
+            // not reused).
+            unsafe { libc::kill(pid as libc::pid_t, sig) };
+        }
+    };
+    signal(libc::SIGTERM);
+    let t = Instant::now();
+    while !exited.load(Ordering::SeqCst) && t.elapsed() < grace {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(libc::SIGKILL);
 }
 
 fn monitor_pid(
@@ -642,11 +741,12 @@ fn monitor_pid(
             let mut d = KdamonDriver::new(run.root.to_path_buf(), config);
             d.start()
                 .map_err(|e| CapabilityError(format!("cannot start kernel DAMON: {e}")))?;
-            let asm = Assembler::new(1, run.attrs.sample_us, run.attrs.aggr_us);
+            let mut asm = Assembler::new(1, run.attrs.sample_us, run.attrs.aggr_us);
+            // Events of other kdamonds (a DAMON module's) are not ours.
+            asm.only_from(kdamond_pid(run.root));
             Live::Kernel(Box::new(Kernel {
                 driver: d,
                 trace: trace.map(|t| (t, asm)),
-                started: Instant::now(),
             }))
         }
         _ => {
@@ -692,6 +792,13 @@ fn monitor_pid(
             "access": ops.access(),
             "write_only": ops == OpsChoice::Softdirty,
             "source": source,
+            // Tried regions carry the kernel's moving sum, not a window's
+            // count (see docs/record-format.md).
+            "nr_accesses": if ops == OpsChoice::Kdamond && !source.starts_with("tracefs") {
+                "moving_sum"
+            } else {
+                "window"
+            },
             "kernel": features.kernel,
             "duration_us": run.duration_us,
             "schemes": udamon_scheme_file::to_json(&run.schemes),
@@ -720,7 +827,6 @@ fn monitor_pid(
     let kstat =
         |k: Option<u32>| k.and_then(|k| stat_cpu_s(&run.root.join(format!("proc/{k}/stat"))));
     let kcpu0 = kstat(kpid);
-    let cpu0 = self_cpu_s();
     let started = Instant::now();
     let mut progress = run
         .duration_us
@@ -728,41 +834,37 @@ fn monitor_pid(
         .map(|d| Progress::new(d, "monitoring"));
     let (mut snapshots, mut regions) = (0u64, 0u64);
     let mut next_stats_us = 0;
-    let mut ended_by = "target exited";
-    loop {
-        if stop::requested() {
-            ended_by = "interrupted";
-            break;
-        }
-        if CHILD_EXITED.load(Ordering::SeqCst) {
-            break;
-        }
-        let Some(s) = live.next(started, run.duration_us)? else {
-            if stop::requested() {
-                ended_by = "interrupted";
-            } else if run
-                .duration_us
-                .is_some_and(|d| started.elapsed() >= Duration::from_micros(d))
-            {
-                ended_by = "duration";
-            }
-            break;
+    let mut last_flush = Instant::now();
+    let mut gaps = Gaps::default();
+    let ended_by = loop {
+        let s = match live.next(started, run.duration_us)? {
+            Next::Snapshot(s) => s,
+            Next::End(why) => break why,
         };
         snapshots += 1;
         regions += s.nr_regions() as u64;
+        let gap = gaps.check(&s, run.attrs.aggr_us);
         if let Some(w) = writer.as_mut() {
             w.push_snapshot(&s)?;
+            if let Some(g) = &gap {
+                w.push_json("gap", g)?;
+            }
             if !run.schemes.is_empty() && s.end_us >= next_stats_us {
                 next_stats_us = s.end_us + 1_000_000;
                 let reports = live.schemes(&run.schemes);
                 let entry = serde_json::json!({ "end_us": s.end_us, "schemes": reports });
                 w.push_json("schemes", &entry)?;
             }
+            // A run killed without warning loses at most about a second.
+            if last_flush.elapsed() >= FLUSH_EVERY {
+                w.flush_frame()?;
+                last_flush = Instant::now();
+            }
         }
         if let Some(p) = progress.as_mut() {
             p.set(s.end_us);
         }
-    }
+    };
     let elapsed = started.elapsed().as_secs_f64().max(1e-9);
     let schemes = if run.schemes.is_empty() {
         Vec::new()
@@ -770,7 +872,6 @@ fn monitor_pid(
         live.schemes(&run.schemes)
     };
     let kcpu1 = kstat(kpid);
-    let cpu = self_cpu_s() - cpu0;
     let (rss_end_kb, swap_end_kb) = rss_swap_kb(run.root, pid);
     if let Live::Kernel(k) = &mut live {
         k.trace = None;
@@ -778,6 +879,8 @@ fn monitor_pid(
             .stop()
             .map_err(|e| anyhow::anyhow!("stopping kernel DAMON: {e}"))?;
     }
+    // udamon's whole run, set-up and tear-down included.
+    let (cpu, wall) = (self_cpu_s(), crate::output::since_start().as_secs_f64());
     let mut summary = LiveSummary {
         output: out.map(|p| p.display().to_string()),
         pid,
@@ -794,15 +897,26 @@ fn monitor_pid(
         } else {
             0.0
         },
-        udamon_cpu_s_per_s: cpu / elapsed,
+        udamon_cpu_s: cpu,
+        udamon_cpu_s_per_s: cpu / wall.max(1e-9),
         kdamond_cpu_s_per_s: kcpu0.zip(kcpu1).map(|(a, b)| (b - a) / elapsed),
         rss_start_kb,
         rss_end_kb,
         swap_end_kb,
         ended_by: ended_by.into(),
+        gaps: gaps.count,
+        longest_gap_s: gaps.longest_us as f64 / 1e6,
         record_bytes: 0,
         schemes,
     };
+    if gaps.count > 0 {
+        eprintln!(
+            "udamon: warning: {} gap(s) in the aggregations, the longest {:.1}s: no snapshot \
+             covers those times as one window (the record marks each)",
+            gaps.count,
+            gaps.longest_us as f64 / 1e6
+        );
+    }
     if let Some(mut w) = writer {
         if !summary.schemes.is_empty() {
             w.push_json(
@@ -810,7 +924,13 @@ fn monitor_pid(
                 &serde_json::json!({ "end_us": (elapsed * 1e6) as u64, "schemes": summary.schemes }),
             )?;
         }
-        w.push_json("summary", &serde_json::to_value(&summary)?)?;
+        // The file's size is known only once it is written: the stored
+        // summary leaves it out rather than say 0.
+        let mut stored = serde_json::to_value(&summary)?;
+        if let Some(m) = stored.as_object_mut() {
+            m.remove("record_bytes");
+        }
+        w.push_json("summary", &stored)?;
         w.flush_frame()?;
         summary.record_bytes = w.bytes_written();
         w.finish()?;
@@ -911,4 +1031,33 @@ pub fn refuse_ops_with_sim(ops: OpsChoice, what: &str) -> Result<()> {
         ops.name()
     ))
     .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A command that ignores SIGTERM is killed after the grace period.
+    #[test]
+    fn a_child_that_ignores_sigterm_is_killed() {
+        let mut c = Command::new("sh")
+            .args(["-c", "trap '' TERM; while :; do sleep 0.05; done"])
+            .spawn()
+            .unwrap();
+        let pid = c.id();
+        let exited = std::sync::Arc::new(AtomicBool::new(false));
+        let e = std::sync::Arc::clone(&exited);
+        let reaper = std::thread::spawn(move || {
+            let st = c.wait().unwrap();
+            e.store(true, Ordering::SeqCst);
+            st
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let t = Instant::now();
+        end_child(pid, &exited, Duration::from_millis(300));
+        let st = reaper.join().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(st.signal(), Some(libc::SIGKILL));
+        assert!(t.elapsed() >= Duration::from_millis(300));
+    }
 }

@@ -222,6 +222,7 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
             monitor: run.kind.label(),
         }),
         params: serde_json::json!({
+            "nr_accesses": "window",
             "duration_us": duration_us,
             "schemes": udamon_scheme_file::to_json(&run.schemes),
         }),
@@ -245,6 +246,14 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
         crate::stop::install();
     }
     let mut ended_by = "duration";
+    // Frames end at the workload's phase boundaries too, so a run killed
+    // without warning keeps every finished phase (simulated time: the same
+    // seed still gives the same bytes).
+    let mut phase_ends = model.workload.phases.iter().scan(0u64, |t, p| {
+        *t += p.duration_us;
+        Some(*t)
+    });
+    let mut next_phase_end = phase_ends.next();
     while let Some(s) = mon.monitor().next_snapshot()? {
         snapshots += 1;
         regions += s.nr_regions() as u64;
@@ -254,6 +263,12 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
             if s.end_us >= next_stats_us {
                 next_stats_us = s.end_us + 1_000_000;
                 push_status(w, s.end_us, &mon)?;
+            }
+            if next_phase_end.is_some_and(|e| s.end_us >= e) {
+                w.flush_frame()?;
+                while next_phase_end.is_some_and(|e| s.end_us >= e) {
+                    next_phase_end = phase_ends.next();
+                }
             }
         }
         if let Some(p) = progress.as_mut() {

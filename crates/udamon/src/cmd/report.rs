@@ -411,6 +411,27 @@ fn stats_cmd(a: JsonFileArgs) -> Result<()> {
 fn summary_cmd(a: JsonFileArgs) -> Result<()> {
     let reader = open(&a.file)?;
     let Some(summary) = json_entries(&reader, "summary")?.pop() else {
+        let h = reader.header();
+        if h.kind == "damo" {
+            // An imported record is whole: damo's formats carry no run summary.
+            let from = h.params["imported_from"].as_str().unwrap_or("?");
+            let format = h.params["damo_format"].as_str().unwrap_or("?");
+            let snaps = reader.nr_snapshots();
+            if a.json {
+                return print_json(&serde_json::json!({
+                    "imported_from": from,
+                    "damo_format": format,
+                    "snapshots": snaps,
+                    "targets": h.targets.len(),
+                }));
+            }
+            println!(
+                "imported from damo's {format} record {from}: {snaps} snapshots of {} target(s); \
+                 damo records carry no run summary (heatmap, wss and hot read it as any record)",
+                h.targets.len()
+            );
+            return Ok(());
+        }
         bail!(UsageError(format!(
             "{}: the record has no summary (the run did not finish, or the record is damaged before its end)",
             a.file.display()
