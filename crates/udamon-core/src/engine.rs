@@ -115,6 +115,25 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             .collect();
     }
 
+    /// Starts target `idx`'s regions afresh from its current ranges, as at
+    /// the start (even regions, no counts, no age): for a process that
+    /// exec'd, whose regions describe a program that is gone, so that no
+    /// scheme acts on the new program by the old one's ages. Leaves them
+    /// when the target has no ranges now.
+    pub fn restart_target(&mut self, idx: usize) {
+        let nr_init = match self.adaptation {
+            Adaptation::Adaptive => self.attrs.min_nr_regions,
+            Adaptation::Fixed(n) => n.max(1),
+        };
+        let Some(t) = self.targets.get(idx) else {
+            return;
+        };
+        if let Some(ranges) = self.ops.target_ranges(idx, t).filter(|r| !r.is_empty()) {
+            self.targets[idx].regions = vaddr::even_regions(&ranges, nr_init, self.min_sz);
+            self.sz_limit = self.region_size_limit();
+        }
+    }
+
     /// Makes every installed scheme a dry run (see
     /// [`SchemeState::dry_run`](crate::schemes::SchemeState)): nothing is
     /// done, what would have been done is counted.

@@ -81,6 +81,18 @@ impl Pidfd {
         Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
     }
 
+    /// Whether the process has exited (the pidfd polls readable then).
+    pub fn exited(&self) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.raw(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no wait.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+    }
+
     fn raw(&self) -> RawFd {
         use std::os::fd::AsRawFd;
         self.0.as_raw_fd()

@@ -31,9 +31,48 @@ pub enum AccessMode {
 struct ProcTarget {
     pid: u32,
     pagemap: Option<Pagemap>,
-    /// Opened at the first `process_madvise`.
+    /// Held from the start (on the machine's own /proc): the process
+    /// itself, not whatever process has its pid later. Every action goes
+    /// through it or checks it around the use.
     pidfd: Option<Pidfd>,
-    gone: bool,
+    /// The process's start time (`/proc/PID/stat` field 22) when it was
+    /// chosen: tells a recycled pid from the process where no pidfd is.
+    start_time: Option<u64>,
+    /// Why the target ended, once it has.
+    ended: Option<TargetEnd>,
+    /// Execs seen since the last [`ProcOps::take_execs`].
+    execs: u32,
+}
+
+/// How a target stopped being the process that was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetEnd {
+    /// The process exited.
+    Exited,
+    /// The process exited and its pid now names another process.
+    Replaced,
+}
+
+impl TargetEnd {
+    /// The summary's `ended_by`.
+    pub fn label(self) -> &'static str {
+        match self {
+            TargetEnd::Exited => "target exited",
+            TargetEnd::Replaced => "target replaced",
+        }
+    }
+}
+
+/// Field 22 (start time in clock ticks) of `ROOT/proc/PID/stat`.
+fn start_time(root: &Path, pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(root.join(format!("proc/{pid}/stat"))).ok()?;
+    // Fields after the command name, which is in parentheses: state is
+    // field 3, so start time (22) is the 20th after it.
+    s[s.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
 }
 
 /// The operations set for live processes: `target_ranges` from
@@ -87,11 +126,16 @@ impl ProcOps {
                     });
                 }
             }
+            // Fake trees (tests) name pids of this tree, not the machine's:
+            // nothing is ever sent to the machine's process of that pid.
+            let real = root == Path::new("/");
             targets.push(ProcTarget {
                 pid,
                 pagemap: Some(pagemap),
-                pidfd: None,
-                gone: false,
+                pidfd: if real { Pidfd::open(pid).ok() } else { None },
+                start_time: start_time(&root, pid),
+                ended: None,
+                execs: 0,
             });
         }
         Ok(Self {
@@ -126,21 +170,93 @@ impl ProcOps {
     /// (and the target marked gone) when its process vanished.
     fn sample_entries(&mut self, i: usize, t: &Target) -> Option<Vec<crate::PagemapEntry>> {
         let addrs: Vec<u64> = t.regions.iter().map(|r| r.sampling_addr).collect();
-        let pt = self.targets.get_mut(i)?;
-        if pt.gone {
+        if !self.alive(i) {
             return None;
         }
-        let pm = pt.pagemap.as_ref()?;
+        let pm = self.targets.get(i)?.pagemap.as_ref()?;
         match pm.entries(&addrs) {
             Ok(e) => Some(e),
             Err(e) => {
-                let pid = pt.pid;
-                if !self.proc_dir(pid).exists() {
-                    self.targets[i].gone = true;
-                } else {
+                if self.alive(i) {
                     self.note(e);
                 }
                 None
+            }
+        }
+    }
+
+    /// Whether target `i` is still the process that was chosen; marks it
+    /// ended (exited, or its pid reused) when it is not.
+    fn alive(&mut self, i: usize) -> bool {
+        let Some(t) = self.targets.get(i) else {
+            return false;
+        };
+        if t.ended.is_some() {
+            return false;
+        }
+        let now = start_time(&self.root, t.pid);
+        let end = match (&t.pidfd, t.start_time) {
+            // A pidfd turns readable when its process exits; until then the
+            // pid cannot be reused.
+            (Some(fd), _) if !fd.exited() => None,
+            (Some(_), _) => Some(match now {
+                Some(_) => TargetEnd::Replaced,
+                None => TargetEnd::Exited,
+            }),
+            (None, Some(st)) => match now {
+                Some(n) if n == st => None,
+                Some(_) => Some(TargetEnd::Replaced),
+                None => Some(TargetEnd::Exited),
+            },
+            (None, None) => (!self.proc_dir(t.pid).exists()).then_some(TargetEnd::Exited),
+        };
+        if let Some(e) = end {
+            self.targets[i].ended = Some(e);
+        }
+        end.is_none()
+    }
+
+    /// How target `i` ended, if it has.
+    pub fn ended(&self, i: usize) -> Option<TargetEnd> {
+        self.targets.get(i).and_then(|t| t.ended)
+    }
+
+    /// Execs of target `i` seen since the last call. An exec replaces the
+    /// address space: the pagemap opened before it reads nothing, so it is
+    /// reopened, and whoever runs the monitor should start the target's
+    /// regions afresh (their ages describe the old program).
+    pub fn take_execs(&mut self, i: usize) -> u32 {
+        self.targets
+            .get_mut(i)
+            .map_or(0, |t| std::mem::take(&mut t.execs))
+    }
+
+    /// Checks whether target `i` exec'd (its pagemap reads nothing any
+    /// more) and if so reopens its pagemap. Returns true on an exec.
+    fn check_exec(&mut self, i: usize) -> bool {
+        if !self.alive(i) {
+            return false;
+        }
+        let t = &self.targets[i];
+        let stale = t.pagemap.as_ref().is_some_and(|pm| pm.stale());
+        if !stale {
+            return false;
+        }
+        match Pagemap::open(&self.root, t.pid) {
+            // A new program's pagemap reads; one that reads nothing either
+            // belongs to a process on its way out, not to an exec.
+            Ok(pm) if pm.stale() => false,
+            Ok(pm) => {
+                let t = &mut self.targets[i];
+                t.pagemap = Some(pm);
+                t.execs += 1;
+                true
+            }
+            Err(e) => {
+                if self.alive(i) {
+                    self.note(e);
+                }
+                false
             }
         }
     }
@@ -154,12 +270,16 @@ pub fn clear_refs_path(root: &Path, pid: u32) -> PathBuf {
 impl Operations for ProcOps {
     fn target_ranges(&mut self, idx: usize, _target: &Target) -> Option<Vec<AddrRange>> {
         let pid = self.targets.get(idx)?.pid;
-        match read_maps(&self.root, pid) {
+        self.check_exec(idx);
+        let maps = read_maps(&self.root, pid);
+        // Read, then checked: maps of a process that has since exited (and
+        // whose pid may be another's now) are not used.
+        if !self.alive(idx) {
+            return None;
+        }
+        match maps {
             Ok(m) => Some(monitoring_ranges(&m)),
-            Err(ProcError::Gone { .. }) => {
-                self.targets[idx].gone = true;
-                None
-            }
+            Err(ProcError::Gone { .. }) => None,
             Err(e) => {
                 self.note(e);
                 None
@@ -211,14 +331,12 @@ impl Operations for ProcOps {
             }
             AccessMode::SoftDirtyWriteOnly => {
                 for i in 0..targets.len().min(self.targets.len()) {
-                    if self.targets[i].gone {
+                    if !self.alive(i) {
                         continue;
                     }
                     let p = clear_refs_path(&self.root, self.targets[i].pid);
                     if let Err(e) = std::fs::write(&p, "4") {
-                        if !self.proc_dir(self.targets[i].pid).exists() {
-                            self.targets[i].gone = true;
-                        } else {
+                        if self.alive(i) {
                             self.note(ProcError::io("writing", &p, e));
                         }
                     }
@@ -258,9 +376,9 @@ impl Operations for ProcOps {
     }
 
     fn target_valid(&self, idx: usize) -> bool {
-        self.targets
-            .get(idx)
-            .is_some_and(|t| !t.gone && self.proc_dir(t.pid).exists())
+        // `alive` is checked around every use and marks `ended`; this only
+        // reads what it found.
+        self.targets.get(idx).is_some_and(|t| t.ended.is_none())
     }
 
     /// `process_madvise` (pageout, cold, willneed, collapse) or
@@ -275,15 +393,26 @@ impl Operations for ProcOps {
         _now_us: u64,
     ) -> ApplyOutcome {
         let started = Instant::now();
-        let Some(pid) = self.targets.get(idx).filter(|t| !t.gone).map(|t| t.pid) else {
+        // Never act on a process the run did not verify at this moment: not
+        // after it exited (its pid may be another's), not on a program it
+        // exec'd into (the regions describe the old one), not on a fake
+        // tree's pid (it names no process of this machine).
+        if self.check_exec(idx) || !self.alive(idx) {
             return ApplyOutcome::default();
-        };
+        }
+        let pid = self.targets[idx].pid;
+        if self.targets[idx].pidfd.is_none() {
+            self.note(ProcError::Action {
+                what: format!("{} of pid {pid}", scheme.action.name()),
+                source: std::io::Error::other(
+                    "no pidfd (a fake /proc tree, or a kernel before 5.3): nothing is done",
+                ),
+            });
+            return ApplyOutcome::default();
+        }
         let parts = match read_maps(&self.root, pid) {
-            Ok(m) => live_parts(range, &m),
-            Err(ProcError::Gone { .. }) => {
-                self.targets[idx].gone = true;
-                return ApplyOutcome::default();
-            }
+            Ok(m) if self.alive(idx) => live_parts(range, &m),
+            Ok(_) | Err(ProcError::Gone { .. }) => return ApplyOutcome::default(),
             Err(e) => {
                 self.note(e);
                 return ApplyOutcome::default();
@@ -291,7 +420,11 @@ impl Operations for ProcOps {
         };
         let passed: u64 = parts.iter().map(AddrRange::sz).sum();
         let result = match (scheme.action, madvise_advice(scheme.action)) {
-            (_, Some(advice)) => self.pidfd(idx).and_then(|fd| fd.madvise(&parts, advice)),
+            (_, Some(advice)) => match &self.targets[idx].pidfd {
+                Some(fd) => fd.madvise(&parts, advice),
+                None => Ok(0),
+            },
+            // move_pages takes a pid: checked just before (above) and after.
             (Action::MigrateHot | Action::MigrateCold, _) => match scheme.target_nid {
                 Some(nid) => move_to_node(pid, &parts, nid),
                 None => Ok(0),
@@ -301,9 +434,7 @@ impl Operations for ProcOps {
         let sz_applied = match result {
             Ok(n) => n,
             Err(e) => {
-                if !self.proc_dir(pid).exists() {
-                    self.targets[idx].gone = true;
-                } else {
+                if self.alive(idx) {
                     let what = format!("{} of pid {pid}", scheme.action.name());
                     self.note(ProcError::Action { what, source: e });
                 }
@@ -429,16 +560,6 @@ pub fn unsupported_reason(scheme: &Damos) -> Option<String> {
         ));
     }
     None
-}
-
-impl ProcOps {
-    fn pidfd(&mut self, idx: usize) -> std::io::Result<&Pidfd> {
-        let t = &mut self.targets[idx];
-        if t.pidfd.is_none() {
-            t.pidfd = Some(Pidfd::open(t.pid)?);
-        }
-        Ok(t.pidfd.as_ref().expect("just opened"))
-    }
 }
 
 /// Runs an operations set at the pace of a real clock: `check_accesses`

@@ -75,6 +75,15 @@ impl Pagemap {
         &self.path
     }
 
+    /// Whether this pagemap belongs to an address space that is gone: after
+    /// an exec the process has a new one, and a pagemap opened before
+    /// reads nothing at all (a live one reads an entry for every page,
+    /// mapped or not). Read errors count as not stale.
+    pub fn stale(&self) -> bool {
+        let mut buf = [0u8; 8];
+        matches!(read_full_at(&self.file, &mut buf, 0), Ok(0))
+    }
+
     pub fn pid(&self) -> u32 {
         self.pid
     }

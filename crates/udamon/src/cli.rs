@@ -133,6 +133,11 @@ pub struct LiveArgs {
     /// udamon ends it when --duration passes first
     #[arg(last = true, value_name = "CMD", conflicts_with = "sim")]
     pub command: Vec<String>,
+    /// End the run when the process execs another program (default: go on
+    /// monitoring the new program from fresh regions; the record marks each
+    /// exec)
+    #[arg(long)]
+    pub stop_on_exec: bool,
     /// Read /proc and /sys under this root instead of / (tests)
     #[arg(long, hide = true)]
     pub root: Option<PathBuf>,

@@ -461,3 +461,99 @@ fn a_killed_live_record_keeps_all_but_the_last_second() {
         .unwrap_or(0);
     assert!(last_end >= 1_000_000, "kept {last_end} us of about 4 s");
 }
+
+/// `/proc/PID/stat` with start time `start` (field 22).
+fn stat(start: u64) -> String {
+    format!("{PID} (fake) S {} {start} 0 0\n", vec!["0"; 18].join(" "))
+}
+
+/// Runs `record` over the fake machine in the background for `secs`, calls
+/// `meanwhile` after 2 s, and returns the summary.
+fn record_while(extra: &[&str], secs: u32, meanwhile: impl FnOnce(&Path)) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    write(&root, &format!("proc/{PID}/stat"), &stat(100));
+    let r = root.to_str().unwrap().to_string();
+    let (pid, dur) = (PID.to_string(), format!("{secs}s"));
+    let mut args = vec![
+        "record",
+        "--ops",
+        "softdirty",
+        "--pid",
+        &pid,
+        "--root",
+        &r,
+        "--duration",
+        &dur,
+        "-o",
+        "t.udr",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let child = common::spawn(dir.path(), &args, common::DEFAULT);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    meanwhile(&root);
+    let out = common::finish(child, 120, "udamon record");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let raw = udamon(dir.path(), &["report", "raw", "t.udr"]);
+    assert!(raw.status.success(), "{}", text(&raw.stderr));
+    v["raw"] = text(&raw.stdout).into();
+    v["stderr"] = text(&out.stderr).into();
+    v
+}
+
+/// The target's pid names another process (its start time changed): the
+/// run ends there, `ended_by: "target replaced"`, and nothing more is read.
+#[test]
+fn a_reused_pid_ends_the_run_as_target_replaced() {
+    let v = record_while(&[], 30, |root| {
+        write(root, &format!("proc/{PID}/stat"), &stat(999));
+    });
+    assert_eq!(v["ended_by"], "target replaced", "{v}");
+    assert!(v["monitored_s"].as_f64().unwrap() < 20.0, "{v}");
+}
+
+/// An exec (the pagemap opened before reads nothing; a new one reads):
+/// monitoring goes on over the new program from fresh regions, and the
+/// record marks the exec; with --stop-on-exec the run ends there.
+#[test]
+fn an_exec_is_followed_and_marked_or_ends_the_run() {
+    let exec = |root: &Path| {
+        let pm = root.join(format!("proc/{PID}/pagemap"));
+        let new = root.join(format!("proc/{PID}/pagemap.new"));
+        fs::copy(&pm, &new).unwrap();
+        // The old address space goes (its pagemap reads nothing), the new
+        // program's takes the name.
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&pm)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        fs::rename(&new, &pm).unwrap();
+    };
+    let v = record_while(&[], 5, exec);
+    assert_eq!(v["ended_by"], "duration", "{v}");
+    assert_eq!(v["execs"], 1, "{v}");
+    let raw = v["raw"].as_str().unwrap();
+    assert!(raw.contains("\"exec\""), "{raw}");
+    // Accesses go on being seen after the exec (the written half).
+    let last: serde_json::Value = raw
+        .lines()
+        .filter(|l| l.contains("\"regions\""))
+        .last()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap();
+    let seen = last["targets"][0]["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["nr_accesses"].as_u64().unwrap() > 0);
+    assert!(seen, "{last}");
+    assert!(v["stderr"].as_str().unwrap().contains("exec'd"), "{v}");
+
+    let v = record_while(&["--stop-on-exec"], 30, exec);
+    assert_eq!(v["ended_by"], "target exec'd", "{v}");
+}

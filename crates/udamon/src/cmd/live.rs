@@ -90,6 +90,22 @@ impl LiveOps {
             LiveOps::Phys(o) => o.take_error(),
         }
     }
+
+    /// Why the process stopped being the target ("target exited", "target
+    /// replaced" when its pid names another process now).
+    fn ended(&self) -> &'static str {
+        match self {
+            LiveOps::Proc(o) => o.ended(0).map_or("target exited", |e| e.label()),
+            LiveOps::Phys(_) => "target exited",
+        }
+    }
+
+    fn take_execs(&mut self) -> u32 {
+        match self {
+            LiveOps::Proc(o) => o.take_execs(0),
+            LiveOps::Phys(_) => 0,
+        }
+    }
 }
 
 macro_rules! delegate {
@@ -149,6 +165,8 @@ pub struct LiveRun<'a> {
     pub dry_run: bool,
     pub duration_us: Option<u64>,
     pub progress: bool,
+    /// End the run when the process execs (default: follow the new program).
+    pub stop_on_exec: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -176,8 +194,13 @@ pub struct LiveSummary {
     pub rss_start_kb: Option<u64>,
     pub rss_end_kb: Option<u64>,
     pub swap_end_kb: Option<u64>,
-    /// Why monitoring ended: "duration", "target exited", "interrupted".
+    /// Why monitoring ended: "duration", "target exited", "target replaced"
+    /// (its pid names another process now), "target exec'd" (with
+    /// --stop-on-exec), "interrupted".
     pub ended_by: String,
+    /// Execs of the target seen (our engine; kernel DAMON follows an exec
+    /// by itself): each is an `exec` entry in the record.
+    pub execs: u64,
     /// Windows much longer than the aggregation interval (the kernel's
     /// aggregations stalled, or udamon could not keep up): how many, and
     /// the longest. Each is also a `gap` entry in the record.
@@ -435,6 +458,9 @@ struct Kernel {
 /// What the next step of a live run gave.
 enum Next {
     Snapshot(Snapshot),
+    /// The process exec'd (at this time since the start, us); monitoring
+    /// goes on over the new program, from fresh regions.
+    Exec(u64),
     /// The run is over, and why (the summary's `ended_by`).
     End(&'static str),
 }
@@ -528,7 +554,12 @@ impl Live {
 
     /// One snapshot, or the end and why; the engine is stepped here so
     /// that a stop request or a vanished target is seen within one sample.
-    fn next(&mut self, started: Instant, deadline_us: Option<u64>) -> Result<Next> {
+    fn next(
+        &mut self,
+        started: Instant,
+        deadline_us: Option<u64>,
+        stop_on_exec: bool,
+    ) -> Result<Next> {
         match self {
             Live::Kernel(k) => k.next(started, deadline_us),
             Live::Engine(e, last_end_us) => loop {
@@ -536,7 +567,7 @@ impl Live {
                     return Ok(Next::End(why));
                 }
                 if !e.ops().target_valid(0) {
-                    return Ok(Next::End("target exited"));
+                    return Ok(Next::End(e.ops().inner().ended()));
                 }
                 let snap = e.tick();
                 if let Some(err) = e.ops_mut().inner_mut().take_error() {
@@ -544,6 +575,13 @@ impl Live {
                         return Err(CapabilityError(err.to_string()).into());
                     }
                     eprintln!("udamon: warning: {err}");
+                }
+                if e.ops_mut().inner_mut().take_execs() > 0 {
+                    if stop_on_exec {
+                        return Ok(Next::End("target exec'd"));
+                    }
+                    e.restart_target(0);
+                    return Ok(Next::Exec(started.elapsed().as_micros() as u64));
                 }
                 // Watermark waits advance the logical clock without sampling:
                 // keep the wall clock in step.
@@ -836,10 +874,25 @@ fn monitor_pid(
     let mut next_stats_us = 0;
     let mut last_flush = Instant::now();
     let mut gaps = Gaps::default();
+    let mut execs = 0u64;
     let ended_by = loop {
-        let s = match live.next(started, run.duration_us)? {
+        let s = match live.next(started, run.duration_us, run.stop_on_exec)? {
             Next::Snapshot(s) => s,
             Next::End(why) => break why,
+            Next::Exec(at_us) => {
+                execs += 1;
+                let exe = std::fs::read_link(run.root.join(format!("proc/{pid}/exe")))
+                    .map_or_else(|_| "?".into(), |p| p.display().to_string());
+                eprintln!(
+                    "udamon: pid {pid} exec'd {exe} at {:.1}s: monitoring the new program \
+                     from fresh regions (--stop-on-exec ends the run instead)",
+                    at_us as f64 / 1e6
+                );
+                if let Some(w) = writer.as_mut() {
+                    w.push_json("exec", &serde_json::json!({ "at_us": at_us, "exe": exe }))?;
+                }
+                continue;
+            }
         };
         snapshots += 1;
         regions += s.nr_regions() as u64;
@@ -904,6 +957,7 @@ fn monitor_pid(
         rss_end_kb,
         swap_end_kb,
         ended_by: ended_by.into(),
+        execs,
         gaps: gaps.count,
         longest_gap_s: gaps.longest_us as f64 / 1e6,
         record_bytes: 0,
@@ -1016,6 +1070,7 @@ pub fn run_from_args(
         dry_run,
         duration_us,
         progress,
+        stop_on_exec: a.stop_on_exec,
     };
     run_live(&run, out)
 }
