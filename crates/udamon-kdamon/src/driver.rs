@@ -56,6 +56,7 @@ pub struct KdamonConfig {
 /// itself, and refuses otherwise. Implements [`Monitor`] by taking
 /// tried-regions snapshots of its `stat` scheme.
 pub struct KdamonDriver {
+    root: PathBuf,
     admin: PathBuf,
     io: Box<dyn Sysfs>,
     config: KdamonConfig,
@@ -93,6 +94,7 @@ impl KdamonDriver {
     pub fn with_io(root: PathBuf, config: KdamonConfig, io: Box<dyn Sysfs>) -> Self {
         Self {
             admin: admin_dir(&root),
+            root,
             io,
             config,
             owned: false,
@@ -216,6 +218,7 @@ impl KdamonDriver {
                 self.running = true;
                 self.started_at = Some(Instant::now());
                 self.last_end_us = 0;
+                self.write_claim();
                 Ok(())
             }
             Err(e) => {
@@ -411,7 +414,33 @@ impl KdamonDriver {
         self.write(&self.admin.join("kdamonds/nr_kdamonds"), "0")?;
         self.owned = false;
         self.running = false;
+        crate::claim::remove(&self.root);
         Ok(())
+    }
+
+    /// Records that this process created kdamond 0, so that a later udamon
+    /// can prove it udamon's if this run dies without removing it
+    /// ([`crate::claim`]). Best effort: without a claim a leftover kdamond
+    /// is simply not provably udamon's.
+    fn write_claim(&mut self) {
+        let me = std::process::id();
+        let Some(udamon_start) = crate::claim::start_time(Path::new("/"), me) else {
+            return;
+        };
+        let kdamond_pid = self
+            .read(&self.kdamond().join("pid"))
+            .ok()
+            .and_then(|p| p.parse().ok());
+        let c = crate::claim::Claim {
+            udamon_pid: me,
+            udamon_start,
+            kdamond_pid,
+            ops: self.config.ops.name().into(),
+            target_pids: self.config.targets.iter().filter_map(|t| t.pid).collect(),
+            sample_us: self.config.attrs.sample_us,
+            aggr_us: self.config.attrs.aggr_us,
+        };
+        let _ = c.write(&self.root);
     }
 
     fn commit_attrs(&mut self, attrs: Attrs) -> Result<(), KdamonError> {

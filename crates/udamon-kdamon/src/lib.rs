@@ -45,6 +45,7 @@
 //! assert_eq!(std::fs::read_to_string(k.join("nr_kdamonds")).unwrap(), "1\n");
 //! ```
 
+pub mod claim;
 mod driver;
 mod error;
 mod sysfs;

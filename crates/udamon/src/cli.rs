@@ -51,6 +51,9 @@ pub enum Command {
     /// Convert a damo record (json, json_compressed or perf-script text)
     /// into a udamon record, for every udamon report
     Import(ImportArgs),
+    /// Remove a kdamond that a udamon run created and left behind when it
+    /// died (proved by its claim; anything else is never touched)
+    Cleanup(CleanupArgs),
     /// Print shell completions for SHELL to stdout
     Completions {
         /// The shell to complete for
@@ -384,6 +387,16 @@ pub struct FeaturesArgs {
     #[arg(long)]
     pub json: bool,
     /// Probe a fake tree under this root instead of the machine (tests)
+    #[arg(long, hide = true, default_value = "/")]
+    pub root: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct CleanupArgs {
+    /// Print what was done as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Work on a fake tree under this root instead of the machine (tests)
     #[arg(long, hide = true, default_value = "/")]
     pub root: PathBuf,
 }

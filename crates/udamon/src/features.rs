@@ -28,6 +28,14 @@ pub struct Kdamond {
     pub index: u32,
     pub state: String,
     pub pid: Option<u32>,
+    /// The udamon process whose claim proves this kdamond udamon's
+    /// ([`udamon_kdamon::claim`]): a run still going, or one that died and
+    /// left it (`udamon cleanup` removes that one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udamon_pid: Option<u32>,
+    /// Whether that run is still going.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udamon_running: Option<bool>,
 }
 
 #[derive(Debug, Serialize)]
@@ -462,7 +470,13 @@ pub fn probe(root: &Path) -> Features {
         })
     };
 
-    // kdamonds someone else runs.
+    // kdamonds someone else runs (or a udamon run, which its claim proves).
+    let verdict = udamon_kdamon::claim::judge(root);
+    let (udamon_pid, udamon_running) = match &verdict {
+        udamon_kdamon::claim::Verdict::Running(c) => (Some(c.udamon_pid), Some(true)),
+        udamon_kdamon::claim::Verdict::Leftover(c) => (Some(c.udamon_pid), Some(false)),
+        _ => (None, None),
+    };
     let mut foreign = Vec::new();
     if let Some(n) = m
         .read(&format!("{ADMIN}/kdamonds/nr_kdamonds"))
@@ -476,6 +490,8 @@ pub fn probe(root: &Path) -> Features {
                     .read(&format!("{dir}/state"))
                     .unwrap_or_else(|| "unknown".into()),
                 pid: m.read(&format!("{dir}/pid")).and_then(|s| s.parse().ok()),
+                udamon_pid: udamon_pid.filter(|_| i == 0),
+                udamon_running: udamon_running.filter(|_| i == 0),
             });
         }
     }

@@ -557,3 +557,86 @@ fn an_exec_is_followed_and_marked_or_ends_the_run() {
     let v = record_while(&["--stop-on-exec"], 30, exec);
     assert_eq!(v["ended_by"], "target exec'd", "{v}");
 }
+
+/// A kdamond left by a udamon run that died is proved udamon's by its
+/// claim: `features` says so, live runs point at `udamon cleanup`, which
+/// removes it. A kdamond without a matching claim is never touched.
+#[test]
+fn cleanup_removes_only_a_provable_leftover() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    let k = "sys/kernel/mm/damon/admin/kdamonds";
+    write(&root, &format!("{k}/nr_kdamonds"), "1\n");
+    write(&root, &format!("{k}/0/state"), "on\n");
+    write(&root, &format!("{k}/0/pid"), "900\n");
+    let c = format!("{k}/0/contexts/0");
+    write(&root, &format!("{c}/operations"), "vaddr\n");
+    write(&root, &format!("{c}/targets/nr_targets"), "1\n");
+    write(
+        &root,
+        &format!("{c}/targets/0/pid_target"),
+        &format!("{PID}\n"),
+    );
+    write(
+        &root,
+        &format!("{c}/monitoring_attrs/intervals/sample_us"),
+        "5000\n",
+    );
+    write(
+        &root,
+        &format!("{c}/monitoring_attrs/intervals/aggr_us"),
+        "100000\n",
+    );
+    let r = root.to_str().unwrap();
+    let pid = PID.to_string();
+    // No claim: someone else's kdamond; cleanup touches nothing.
+    let before = snapshot_tree(&root);
+    let out = udamon(dir.path(), &["cleanup", "--root", r]);
+    assert!(out.status.success());
+    assert!(
+        text(&out.stdout).contains("nothing removed"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(snapshot_tree(&root), before);
+    // The claim of udamon pid 50, whose process is gone (pid 50 is now
+    // another process, started later).
+    write(
+        &root,
+        "run/udamon/kdamond.claim",
+        &format!(
+            "udamon_pid=50\nudamon_start=777\nkdamond_pid=900\nops=vaddr\ntarget_pids={PID}\n\
+             sample_us=5000\naggr_us=100000\n"
+        ),
+    );
+    write(
+        &root,
+        "proc/50/stat",
+        &format!("50 (sh) S {} 999 0\n", vec!["0"; 18].join(" ")),
+    );
+    let out = udamon(dir.path(), &["features", "--root", r]);
+    assert!(
+        text(&out.stdout).contains("was left by udamon pid 50, which died: `udamon cleanup`"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = udamon(
+        dir.path(),
+        &["record", "--ops", "kdamond", "--pid", &pid, "--root", r],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains("`udamon cleanup` removes it"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = udamon(dir.path(), &["cleanup", "--root", r, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["removed"], true, "{v}");
+    assert_eq!(
+        fs::read_to_string(root.join(format!("{k}/nr_kdamonds"))).unwrap(),
+        "0"
+    );
+    assert!(!root.join("run/udamon/kdamond.claim").exists());
+}

@@ -26,11 +26,22 @@ pub fn run(a: FeaturesArgs) -> Result<()> {
     }
     for k in &f.foreign_kdamonds {
         let pid = k.pid.map_or("-".into(), |p| p.to_string());
-        println!(
-            "kdamond {} (state {}, pid {pid}) was not created by udamon: udamon will not touch it; \
-             --ops kdamond is unavailable while it exists",
-            k.index, k.state
-        );
+        match (k.udamon_pid, k.udamon_running) {
+            (Some(u), Some(true)) => println!(
+                "kdamond {} (state {}, pid {pid}) is udamon pid {u}'s, which is running",
+                k.index, k.state
+            ),
+            (Some(u), _) => println!(
+                "kdamond {} (state {}, pid {pid}) was left by udamon pid {u}, which died: \
+                 `udamon cleanup` removes it",
+                k.index, k.state
+            ),
+            _ => println!(
+                "kdamond {} (state {}, pid {pid}) was not created by udamon: udamon will not \
+                 touch it; --ops kdamond is unavailable while it exists",
+                k.index, k.state
+            ),
+        }
     }
     Ok(())
 }

@@ -294,6 +294,13 @@ fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> {
             let mut why: Vec<String> = need(&["kernel_damon_sysfs"]).into_iter().collect();
             why.extend(damon_lacks(f, if phys { "paddr" } else { "vaddr" }));
             why.extend(f.foreign_kdamonds.iter().map(|k| {
+                if let (Some(u), Some(false)) = (k.udamon_pid, k.udamon_running) {
+                    return format!(
+                        "kdamond {} was left by a udamon run (pid {u}) that died: \
+                         `udamon cleanup` removes it",
+                        k.index
+                    );
+                }
                 let clear = if k.state == "off" {
                     "an idle kdamond, as `damo stop` leaves one: if nothing of yours \
                      needs it, `echo 0 > /sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds` \
@@ -779,6 +786,15 @@ fn monitor_pid(
             let mut d = KdamonDriver::new(run.root.to_path_buf(), config);
             d.start()
                 .map_err(|e| CapabilityError(format!("cannot start kernel DAMON: {e}")))?;
+            // A second signal forces the exit, but never leaves our kdamond.
+            let root = run.root.to_path_buf();
+            stop::on_force(Some(Box::new(move || {
+                use udamon_kdamon::claim;
+                let me = std::process::id();
+                if matches!(claim::judge(&root), claim::Verdict::Running(c) if c.udamon_pid == me) {
+                    let _ = claim::remove_kdamond(&root, me);
+                }
+            })));
             let mut asm = Assembler::new(1, run.attrs.sample_us, run.attrs.aggr_us);
             // Events of other kdamonds (a DAMON module's) are not ours.
             asm.only_from(kdamond_pid(run.root));
@@ -931,6 +947,7 @@ fn monitor_pid(
         k.driver
             .stop()
             .map_err(|e| anyhow::anyhow!("stopping kernel DAMON: {e}"))?;
+        stop::on_force(None);
     }
     // udamon's whole run, set-up and tear-down included.
     let (cpu, wall) = (self_cpu_s(), crate::output::since_start().as_secs_f64());

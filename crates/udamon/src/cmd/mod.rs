@@ -2,6 +2,7 @@
 
 mod apply;
 mod bench;
+mod cleanup;
 mod demo;
 mod features;
 mod import;
@@ -28,6 +29,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Report(r) => report::run(r),
         Command::Features(a) => features::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Cleanup(a) => cleanup::run(a),
         Command::Tune(a) => tune::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Import(a) => import::run(a),

@@ -1,0 +1,307 @@
+//! Proof that a kdamond is udamon's: a claim file written when a udamon run
+//! creates its kdamond and removed when the run removes it.
+//!
+//! A run that dies without cleaning up (SIGKILL, a crash) leaves its
+//! kdamond, and the claim. A later udamon treats that kdamond as its own
+//! only when all of this holds: the claim's udamon process is gone (no
+//! process of that pid with that start time), the kdamond is still the
+//! only one, and it still is what the claim says (its thread's pid while
+//! it runs, its operations set, target pids and intervals). Anything else
+//! is someone else's kdamond and is never touched.
+//!
+//! The claim lives at `ROOT/run/udamon/kdamond.claim`, `key=value` lines.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// What a udamon run wrote about the kdamond it created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub udamon_pid: u32,
+    /// Start time of that udamon process (`/proc/PID/stat` field 22).
+    pub udamon_start: u64,
+    /// The kdamond thread's pid once it ran.
+    pub kdamond_pid: Option<u32>,
+    pub ops: String,
+    pub target_pids: Vec<u32>,
+    pub sample_us: u64,
+    pub aggr_us: u64,
+}
+
+/// `ROOT/run/udamon/kdamond.claim`.
+pub fn claim_path(root: &Path) -> PathBuf {
+    root.join("run/udamon/kdamond.claim")
+}
+
+/// Field 22 (start time) of `ROOT/proc/PID/stat`.
+pub fn start_time(root: &Path, pid: u32) -> Option<u64> {
+    let s = fs::read_to_string(root.join(format!("proc/{pid}/stat"))).ok()?;
+    s[s.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+impl Claim {
+    fn to_text(&self) -> String {
+        let pids: Vec<String> = self.target_pids.iter().map(u32::to_string).collect();
+        format!(
+            "udamon_pid={}\nudamon_start={}\nkdamond_pid={}\nops={}\ntarget_pids={}\nsample_us={}\naggr_us={}\n",
+            self.udamon_pid,
+            self.udamon_start,
+            self.kdamond_pid.map_or(String::new(), |p| p.to_string()),
+            self.ops,
+            pids.join(","),
+            self.sample_us,
+            self.aggr_us
+        )
+    }
+
+    fn parse(text: &str) -> Option<Claim> {
+        let get = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
+                .map(str::trim)
+        };
+        Some(Claim {
+            udamon_pid: get("udamon_pid")?.parse().ok()?,
+            udamon_start: get("udamon_start")?.parse().ok()?,
+            kdamond_pid: get("kdamond_pid")?.parse().ok(),
+            ops: get("ops")?.to_string(),
+            target_pids: get("target_pids")?
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().ok())
+                .collect::<Option<_>>()?,
+            sample_us: get("sample_us")?.parse().ok()?,
+            aggr_us: get("aggr_us")?.parse().ok()?,
+        })
+    }
+
+    /// Writes the claim (replacing any).
+    pub fn write(&self, root: &Path) -> std::io::Result<()> {
+        let p = claim_path(root);
+        if let Some(d) = p.parent() {
+            fs::create_dir_all(d)?;
+        }
+        fs::write(p, self.to_text())
+    }
+
+    /// The claim under `root`, if there is a readable one.
+    pub fn read(root: &Path) -> Option<Claim> {
+        Claim::parse(&fs::read_to_string(claim_path(root)).ok()?)
+    }
+}
+
+/// Removes the claim file (nothing if there is none).
+pub fn remove(root: &Path) {
+    let _ = fs::remove_file(claim_path(root));
+}
+
+/// What a claim says of the kdamond on the machine now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// No claim: any kdamond is someone else's.
+    NoClaim,
+    /// The claiming udamon still runs: the kdamond is that run's.
+    Running(Claim),
+    /// Provably a kdamond left by a udamon run that died.
+    Leftover(Claim),
+    /// A claim that does not match the kdamond there now (or there is
+    /// none): the kdamond is not provably udamon's; the reason says why.
+    Stale(Claim, String),
+}
+
+/// Judges the claim under `root` against kdamond 0 there.
+pub fn judge(root: &Path) -> Verdict {
+    let Some(c) = Claim::read(root) else {
+        return Verdict::NoClaim;
+    };
+    if start_time(root, c.udamon_pid) == Some(c.udamon_start) {
+        return Verdict::Running(c);
+    }
+    match mismatch(root, &c) {
+        None => Verdict::Leftover(c),
+        Some(why) => Verdict::Stale(c, why),
+    }
+}
+
+/// Why kdamond 0 under `root` is not the one `c` describes, if it is not.
+fn mismatch(root: &Path, c: &Claim) -> Option<String> {
+    let admin = crate::admin_dir(root);
+    let read = |p: &str| {
+        fs::read_to_string(admin.join(p))
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    if read("kdamonds/nr_kdamonds").as_deref() != Some("1") {
+        return Some("there is not exactly one kdamond".into());
+    }
+    let state = read("kdamonds/0/state").unwrap_or_default();
+    if state == "on" {
+        let pid = read("kdamonds/0/pid").and_then(|p| p.parse::<u32>().ok());
+        if pid.is_none() || pid != c.kdamond_pid {
+            return Some(format!(
+                "kdamond 0 runs as pid {}, the claim says {}",
+                pid.map_or("?".into(), |p| p.to_string()),
+                c.kdamond_pid.map_or("?".into(), |p| p.to_string())
+            ));
+        }
+    }
+    let ctx = "kdamonds/0/contexts/0";
+    if read(&format!("{ctx}/operations")).as_deref() != Some(c.ops.as_str()) {
+        return Some("its operations set differs from the claim's".into());
+    }
+    let nr: usize = read(&format!("{ctx}/targets/nr_targets"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let pids: Vec<u32> = (0..nr)
+        .filter_map(|i| read(&format!("{ctx}/targets/{i}/pid_target"))?.parse().ok())
+        .collect();
+    if c.ops != "paddr" && pids != c.target_pids {
+        return Some("its target pids differ from the claim's".into());
+    }
+    let iv = |k: &str| read(&format!("{ctx}/monitoring_attrs/intervals/{k}"));
+    if iv("sample_us") != Some(c.sample_us.to_string())
+        || iv("aggr_us") != Some(c.aggr_us.to_string())
+    {
+        return Some("its intervals differ from the claim's".into());
+    }
+    None
+}
+
+/// Removes a kdamond that [`judge`] found to be a leftover: turns it off,
+/// removes it (`nr_kdamonds` 0), removes the dead run's tracefs instance
+/// and the claim. Checks the verdict again first; refuses anything else.
+pub fn clean_up(root: &Path) -> Result<Claim, String> {
+    let c = match judge(root) {
+        Verdict::Leftover(c) => c,
+        Verdict::NoClaim => return Err("no kdamond of a udamon run is left".into()),
+        Verdict::Running(c) => {
+            return Err(format!(
+                "the kdamond belongs to udamon pid {}, which is still running",
+                c.udamon_pid
+            ))
+        }
+        Verdict::Stale(_, why) => {
+            return Err(format!(
+                "the kdamond there is not provably udamon's ({why}); it stays untouched"
+            ))
+        }
+    };
+    remove_kdamond(root, c.udamon_pid).map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+/// Turns kdamond 0 off, removes it, removes the tracefs instance of udamon
+/// pid `udamon_pid` and the claim. Only for a kdamond proven udamon's (a
+/// leftover, or this process's own on a forced exit).
+pub fn remove_kdamond(root: &Path, udamon_pid: u32) -> std::io::Result<()> {
+    let admin = crate::admin_dir(root);
+    let state = admin.join("kdamonds/0/state");
+    if fs::read_to_string(&state).is_ok_and(|s| s.trim() == "on") {
+        fs::write(&state, "off")?;
+    }
+    fs::write(admin.join("kdamonds/nr_kdamonds"), "0")?;
+    if let Some(t) = crate::trace::tracefs_dir(root) {
+        let _ = fs::remove_dir(t.join(format!("instances/udamon-{udamon_pid}")));
+    }
+    remove(root);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(root: &Path, p: &str, s: &str) {
+        let p = root.join(p);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, s).unwrap();
+    }
+
+    /// A kdamond as udamon's driver leaves it, and the claim of a udamon
+    /// pid 50 whose process is gone.
+    fn leftover_tree(root: &Path) -> Claim {
+        let k = "sys/kernel/mm/damon/admin/kdamonds";
+        put(root, &format!("{k}/nr_kdamonds"), "1\n");
+        put(root, &format!("{k}/0/state"), "on\n");
+        put(root, &format!("{k}/0/pid"), "900\n");
+        let c = format!("{k}/0/contexts/0");
+        put(root, &format!("{c}/operations"), "vaddr\n");
+        put(root, &format!("{c}/targets/nr_targets"), "1\n");
+        put(root, &format!("{c}/targets/0/pid_target"), "4242\n");
+        put(
+            root,
+            &format!("{c}/monitoring_attrs/intervals/sample_us"),
+            "5000\n",
+        );
+        put(
+            root,
+            &format!("{c}/monitoring_attrs/intervals/aggr_us"),
+            "100000\n",
+        );
+        let claim = Claim {
+            udamon_pid: 50,
+            udamon_start: 777,
+            kdamond_pid: Some(900),
+            ops: "vaddr".into(),
+            target_pids: vec![4242],
+            sample_us: 5000,
+            aggr_us: 100_000,
+        };
+        claim.write(root).unwrap();
+        claim
+    }
+
+    #[test]
+    fn a_claim_reads_back() {
+        let d = tempfile::tempdir().unwrap();
+        let c = leftover_tree(d.path());
+        assert_eq!(Claim::read(d.path()), Some(c));
+    }
+
+    #[test]
+    fn only_a_provable_leftover_is_cleaned_up() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let c = leftover_tree(root);
+        let admin = crate::admin_dir(root);
+        // The claiming udamon still runs (same pid, same start time).
+        put(
+            root,
+            "proc/50/stat",
+            &format!("50 (udamon) S {} 777 0\n", vec!["0"; 18].join(" ")),
+        );
+        assert_eq!(judge(root), Verdict::Running(c.clone()));
+        assert!(clean_up(root).is_err());
+        // Its pid now names another process: the run is gone.
+        put(
+            root,
+            "proc/50/stat",
+            &format!("50 (sh) S {} 999 0\n", vec!["0"; 18].join(" ")),
+        );
+        // Someone else's kdamond in its place (another thread pid): untouched.
+        put(root, "sys/kernel/mm/damon/admin/kdamonds/0/pid", "901\n");
+        assert!(matches!(judge(root), Verdict::Stale(..)));
+        assert!(clean_up(root).is_err());
+        assert_eq!(
+            fs::read_to_string(admin.join("kdamonds/nr_kdamonds")).unwrap(),
+            "1\n"
+        );
+        // The kdamond the claim describes: removed, claim gone.
+        put(root, "sys/kernel/mm/damon/admin/kdamonds/0/pid", "900\n");
+        assert_eq!(judge(root), Verdict::Leftover(c));
+        clean_up(root).unwrap();
+        assert_eq!(
+            fs::read_to_string(admin.join("kdamonds/nr_kdamonds")).unwrap(),
+            "0"
+        );
+        assert_eq!(
+            fs::read_to_string(admin.join("kdamonds/0/state")).unwrap(),
+            "off"
+        );
+        assert!(Claim::read(root).is_none());
+    }
+}

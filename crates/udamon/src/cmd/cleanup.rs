@@ -1,0 +1,32 @@
+//! `udamon cleanup`: remove a kdamond a dead udamon run left behind.
+
+use anyhow::Result;
+use udamon_kdamon::claim;
+
+use crate::cli::CleanupArgs;
+use crate::output::print_json;
+
+pub fn run(a: CleanupArgs) -> Result<()> {
+    let r = claim::clean_up(&a.root);
+    if a.json {
+        return print_json(&match &r {
+            Ok(c) => serde_json::json!({
+                "removed": true,
+                "udamon_pid": c.udamon_pid,
+                "kdamond_pid": c.kdamond_pid,
+                "ops": c.ops,
+                "target_pids": c.target_pids,
+            }),
+            Err(why) => serde_json::json!({ "removed": false, "reason": why }),
+        });
+    }
+    match r {
+        Ok(c) => println!(
+            "removed kdamond 0 ({} of pids {:?}), left by udamon pid {} which died, with its \
+             trace instance and claim",
+            c.ops, c.target_pids, c.udamon_pid
+        ),
+        Err(why) => println!("nothing removed: {why}"),
+    }
+    Ok(())
+}
