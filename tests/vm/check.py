@@ -395,6 +395,11 @@ def check_eight(d, out, tag="rec"):
     if len(objs) < 2:
         raise Fail("wl.log lists no objects")
     n = len(objs)
+    # A run that lasted its --duration says so (the kdamond path once said
+    # "target exited": its snapshot clock ran a little ahead).
+    summ = json_file(d, f"{tag}.summary.json")
+    if summ is not None and summ.get("ended_by") != "duration":
+        raise Fail(f"record ended by {summ.get('ended_by')!r}, not its duration")
     header, snaps = load_raw(d, f"{tag}.raw.jsonl")
     aggr = snaps[0].get("aggr_us") or 100000
     t0 = snaps[0].get("start_us", 0)
@@ -732,7 +737,72 @@ def check_paddr(d, out):
     return "; ".join(figs)
 
 
+def json_file(d, name):
+    try:
+        return json.loads(read(d, name, "") or "null")
+    except ValueError:
+        raise Fail(f"{name} is not JSON: {read(d, name, '')[:200]}")
+
+
+def check_signals(d, out):
+    """SIGTERM ends apply --ops kdamond cleanly; SIGKILL loses at most ~1 s
+    and leaves a kdamond that features proves udamon's and cleanup removes."""
+    term = json_file(d, "term.out") or {}
+    rc = read(d, "term.rc", "?").strip()
+    nr = read(d, "term.nr_kdamonds", "?").strip()
+    inst = [i for i in read(d, "term.instances", "").split() if i.startswith("udamon-")]
+    summ = json_file(d, "term.summary.json") or {}
+    msg = (f"SIGTERM: exit {rc}, ended_by {term.get('ended_by')}, nr_kdamonds {nr}, "
+           f"udamon instances {inst or 'none'}, record summary ended_by {summ.get('ended_by')}")
+    if rc != "0" or term.get("ended_by") != "interrupted" or nr != "0" or inst \
+            or summ.get("ended_by") != "interrupted":
+        raise Fail(msg)
+    _, snaps = load_raw(d, "kill.raw.jsonl")
+    kept_s = max((s["end_us"] for s in snaps), default=0) / 1e6
+    feats = json_file(d, "kill.features.json") or {}
+    k0 = (feats.get("foreign_kdamonds") or [{}])[0]
+    clean = json_file(d, "kill.cleanup.json") or {}
+    before = read(d, "kill.nr_kdamonds.before", "?").strip()
+    after = read(d, "kill.nr_kdamonds.after", "?").strip()
+    inst = [i for i in read(d, "kill.instances", "").split() if i.startswith("udamon-")]
+    msg += (f"; SIGKILL after 10 s: record keeps {kept_s:.1f}s ({len(snaps)} snapshots), "
+            f"nr_kdamonds {before}, features: left by udamon pid {k0.get('udamon_pid')} "
+            f"(running {k0.get('udamon_running')}), cleanup removed {clean.get('removed')}, "
+            f"nr_kdamonds after {after}, udamon instances {inst or 'none'}")
+    if kept_s < 9.0:
+        raise Fail("the killed record lost more than about a second: " + msg)
+    if before != "1" or k0.get("udamon_running") is not False or clean.get("removed") is not True \
+            or after != "0" or inst:
+        raise Fail("the dead run's kdamond was not proved and removed: " + msg)
+    return msg
+
+
+def check_exec(d, out):
+    """An exec of the target is seen, marked and followed; --stop-on-exec ends
+    the run there."""
+    rep = json_file(d, "rec.out") or {}
+    header, snaps = load_raw(d, "rec.raw.jsonl")
+    execs = [json.loads(l) for l in read(d, "rec.raw.jsonl", "").splitlines() if '"exec"' in l]
+    at_us = rep.get("execs") and execs and (execs[0].get("value") or execs[0]).get("at_us")
+    after = [s for s in snaps if at_us and s["start_us"] > at_us + 1_500_000]
+    seen = sum(1 for s in after if any(r.get("nr_accesses", 0) > 0 for r in regions_of(s)))
+    stop = json_file(d, "stop.out") or {}
+    msg = (f"ops {rep.get('ops')}: execs {rep.get('execs')}, ended_by {rep.get('ended_by')}, "
+           f"{seen}/{len(after)} snapshots after the exec see accesses; scheme sz_applied "
+           f"{((rep.get('schemes') or [{}])[0]).get('sz_applied')}; --stop-on-exec ended_by "
+           f"{stop.get('ended_by')} after {stop.get('monitored_s', 0):.1f}s")
+    if rep.get("execs") != 1 or not execs:
+        raise Fail("the exec was not seen or not marked in the record: " + msg)
+    if not after or seen < 0.8 * len(after):
+        raise Fail("accesses were not seen after the exec: " + msg)
+    if stop.get("ended_by") != "target exec'd" or stop.get("monitored_s", 99) > 10:
+        raise Fail("--stop-on-exec did not end the run at the exec: " + msg)
+    return msg
+
+
 CHECKS = {
+    "signals": check_signals,
+    "exec-target": check_exec,
     "paddr": check_paddr,
     "cmd-exit": check_cmd_exit,
     "damo-peer": check_damo_peer,

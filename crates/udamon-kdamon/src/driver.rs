@@ -38,6 +38,18 @@ pub struct KTarget {
     pub regions: Vec<AddrRange>,
 }
 
+/// What the kernel reports of a scheme besides its statistics; `None`
+/// where this kernel lacks the file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchemeExtras {
+    /// The effective size quota of the current window; 0 means none.
+    pub effective_bytes: Option<u64>,
+    /// Bytes of the regions the last apply pass tried.
+    pub tried_bytes: Option<u64>,
+    /// Current values of the quota goals, in order.
+    pub goal_values: Option<Vec<u64>>,
+}
+
 /// What to set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KdamonConfig {
@@ -347,6 +359,45 @@ impl KdamonDriver {
             sz_ops_filter_passed: get("sz_ops_filter_passed", true)?,
             qt_exceeds: get("qt_exceeds", false)?,
         })
+    }
+
+    /// What the kernel says of each user scheme beyond its statistics,
+    /// refreshed first: the effective size quota (`quotas/effective_bytes`,
+    /// Linux 6.9+), the bytes its last pass tried (`tried_regions/
+    /// total_bytes`, 6.6+) and its goals' current values (6.8+). A field is
+    /// `None` where the kernel lacks its file.
+    pub fn scheme_extras(&mut self) -> Result<Vec<SchemeExtras>, KdamonError> {
+        let k = self.kdamond().join("state");
+        let cmd = |d: &mut Self, c: &str| d.io.write(&k, c).is_ok();
+        let has_quota = cmd(self, "update_schemes_effective_quotas");
+        let has_tried = cmd(self, "update_schemes_tried_bytes");
+        (0..self.config.schemes.len())
+            .map(|i| {
+                let d = self.scheme_dir(i);
+                let effective_bytes = if has_quota {
+                    self.read_u64(&d.join("quotas/effective_bytes")).ok()
+                } else {
+                    None
+                };
+                let tried_bytes = if has_tried {
+                    self.read_u64(&d.join("tried_regions/total_bytes")).ok()
+                } else {
+                    None
+                };
+                let nr_goals = self.config.schemes[i].quota.goals.len();
+                let goal_values = (0..nr_goals)
+                    .map(|g| {
+                        self.read_u64(&d.join(format!("quotas/goals/{g}/current_value")))
+                            .ok()
+                    })
+                    .collect::<Option<Vec<u64>>>();
+                Ok(SchemeExtras {
+                    effective_bytes,
+                    tried_bytes,
+                    goal_values,
+                })
+            })
+            .collect()
     }
 
     /// Reads `tried_regions/<N>/` of scheme `i`, in index order.

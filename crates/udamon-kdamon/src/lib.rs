@@ -52,7 +52,7 @@ mod sysfs;
 pub mod trace;
 pub mod translate;
 
-pub use driver::{admin_dir, KTarget, KdamonConfig, KdamonDriver, OpsKind};
+pub use driver::{admin_dir, KTarget, KdamonConfig, KdamonDriver, OpsKind, SchemeExtras};
 pub use error::{needs_for_entry, needs_for_keyword, KdamonError};
 pub use sysfs::{FsIo, Sysfs};
 

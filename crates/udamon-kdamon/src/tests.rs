@@ -620,3 +620,52 @@ fn tried_regions_become_snapshots() {
         &pairs(&[("kdamonds/nr_kdamonds", "0")])[0]
     );
 }
+
+/// The effective quota, the last pass's tried bytes and the goals' current
+/// values come from the kernel, refreshed first; a kernel without the files
+/// gives `None` (shown as n/a), never a made-up figure.
+#[test]
+fn scheme_extras_read_back_or_are_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.start().unwrap();
+    let s = admin_dir(dir.path()).join("kdamonds/0/contexts/0/schemes/0");
+    std::fs::write(s.join("quotas/effective_bytes"), "131072\n").unwrap();
+    std::fs::create_dir_all(s.join("tried_regions")).unwrap();
+    std::fs::write(s.join("tried_regions/total_bytes"), "65536\n").unwrap();
+    let nr_goals = prcl().quota.goals.len();
+    for g in 0..nr_goals {
+        std::fs::write(s.join(format!("quotas/goals/{g}/current_value")), "42\n").unwrap();
+    }
+    let x = d.scheme_extras().unwrap();
+    assert_eq!(x[0].effective_bytes, Some(131_072));
+    assert_eq!(x[0].tried_bytes, Some(65_536));
+    assert_eq!(x[0].goal_values, Some(vec![42; nr_goals]));
+    let cmds: Vec<String> = log
+        .borrow()
+        .iter()
+        .filter(|(p, _)| p.ends_with("state"))
+        .map(|(_, v)| v.clone())
+        .collect();
+    assert!(
+        cmds.contains(&"update_schemes_effective_quotas".to_string()),
+        "{cmds:?}"
+    );
+    assert!(
+        cmds.contains(&"update_schemes_tried_bytes".to_string()),
+        "{cmds:?}"
+    );
+    d.stop().unwrap();
+
+    // An older kernel: neither file.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fake, _) = FakeKernel::new(dir.path());
+    fake.omit = vec!["effective_bytes"];
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.start().unwrap();
+    let s = admin_dir(dir.path()).join("kdamonds/0/contexts/0/schemes/0");
+    std::fs::remove_file(s.join("tried_regions/total_bytes")).unwrap();
+    let x = d.scheme_extras().unwrap();
+    assert_eq!((x[0].effective_bytes, x[0].tried_bytes), (None, None));
+}

@@ -99,9 +99,19 @@ impl Pidfd {
     }
 
     /// Advises `ranges` of the process; returns the bytes the kernel advised.
+    ///
+    /// The kernel advises the ranges of one call in order and stops at the
+    /// first it cannot advise (a locked, PFN-mapped or hugetlb mapping:
+    /// EINVAL; one unmapped since the maps were read: ENOMEM), returning
+    /// the bytes done before it, or that error when it is the first. That
+    /// range alone is skipped and the rest are advised: a short count never
+    /// drops the ranges after it. Errors about the process itself (gone,
+    /// not permitted, no such call) end the work.
     pub fn madvise(&self, ranges: &[AddrRange], advice: i32) -> io::Result<u64> {
         let mut done = 0u64;
-        for chunk in ranges.chunks(IOV_BATCH) {
+        let mut i = 0;
+        while i < ranges.len() {
+            let chunk = &ranges[i..(i + IOV_BATCH).min(ranges.len())];
             let iov: Vec<libc::iovec> = chunk
                 .iter()
                 .map(|r| libc::iovec {
@@ -123,13 +133,25 @@ impl Pidfd {
             };
             if n < 0 {
                 let e = io::Error::last_os_error();
-                // A range unmapped since the maps were read: skip it.
-                if e.raw_os_error() == Some(libc::ENOMEM) && done > 0 {
-                    continue;
+                match e.raw_os_error() {
+                    // The first range cannot be advised: skip it alone.
+                    Some(libc::EINVAL | libc::ENOMEM | libc::EFAULT) => {
+                        i += 1;
+                        continue;
+                    }
+                    _ => return Err(e),
                 }
-                return Err(e);
             }
-            done += n as u64;
+            let mut left = n as u64;
+            done += left;
+            // Ranges done in full; the kernel stopped at the next one (if
+            // any), which is skipped.
+            let mut k = 0;
+            while k < chunk.len() && left >= chunk[k].sz() {
+                left -= chunk[k].sz();
+                k += 1;
+            }
+            i += if k == chunk.len() { k } else { k + 1 };
         }
         Ok(done)
     }
@@ -224,6 +246,48 @@ mod tests {
         assert_eq!(advised, ["willneed", "cold", "pageout", "collapse"]);
         assert!(supported(Action::MigrateCold) && supported(Action::Stat));
         assert!(!supported(Action::LruPrio) && !supported(Action::Hugepage));
+    }
+
+    /// A range that cannot be advised (here: unmapped between two mapped
+    /// ones) is skipped alone; the ranges after it are still advised.
+    #[test]
+    fn an_unadvisable_range_does_not_drop_the_rest() {
+        const P: usize = 4096;
+        // SAFETY: a fresh anonymous mapping of 48 pages, the middle 16
+        // unmapped again; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                48 * P,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let b = base as u64;
+        // SAFETY: within the mapping just made.
+        unsafe {
+            std::ptr::write_bytes(base as *mut u8, 1, 48 * P);
+            assert_eq!(libc::munmap((b + 16 * P as u64) as *mut libc::c_void, 16 * P), 0);
+        }
+        let p = P as u64;
+        let ranges = [
+            AddrRange::new(b, b + 16 * p),
+            AddrRange::new(b + 16 * p, b + 32 * p),
+            AddrRange::new(b + 32 * p, b + 48 * p),
+        ];
+        let fd = Pidfd::open(std::process::id()).expect("pidfd_open");
+        match fd.madvise(&ranges, MADV_COLD) {
+            Ok(n) => assert_eq!(n, 32 * p),
+            Err(e) => assert_eq!(e.raw_os_error(), Some(libc::ENOSYS), "{e}"),
+        }
+        // SAFETY: unmapping what is left of our own mapping.
+        unsafe {
+            libc::munmap(base, 16 * P);
+            libc::munmap((b + 32 * p) as *mut libc::c_void, 16 * P);
+        }
     }
 
     #[test]

@@ -49,6 +49,51 @@ pub struct Features {
     /// kdamonds that exist and that udamon did not create (probing creates
     /// none): udamon never touches them.
     pub foreign_kdamonds: Vec<Kdamond>,
+    /// DAMON's special-purpose modules (DAMON_RECLAIM, DAMON_LRU_SORT,
+    /// DAMON_STAT) that are built in or loaded: their kdamonds are not in
+    /// the sysfs tree, and the trace gets their events too.
+    pub damon_modules: Vec<DamonModule>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DamonModule {
+    /// "damon_reclaim", "damon_lru_sort" or "damon_stat".
+    pub module: String,
+    pub enabled: bool,
+    pub kdamond_pid: Option<u32>,
+}
+
+impl DamonModule {
+    /// How to turn it off, for messages.
+    pub fn disable_hint(&self) -> String {
+        format!(
+            "echo N > /sys/module/{}/parameters/enabled disables it",
+            self.module
+        )
+    }
+}
+
+/// The DAMON modules present under `ROOT/sys/module`.
+pub fn damon_modules(root: &Path) -> Vec<DamonModule> {
+    ["damon_reclaim", "damon_lru_sort", "damon_stat"]
+        .iter()
+        .filter_map(|m| {
+            let p = root.join(format!("sys/module/{m}/parameters"));
+            let read = |f: &str| {
+                fs::read_to_string(p.join(f))
+                    .ok()
+                    .map(|s| s.trim().to_string())
+            };
+            let enabled = read("enabled")?;
+            Some(DamonModule {
+                module: (*m).to_string(),
+                enabled: enabled == "Y" || enabled == "1",
+                kdamond_pid: read("kdamond_pid")
+                    .and_then(|p| p.parse().ok())
+                    .filter(|&p: &u32| p > 0),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -749,6 +794,7 @@ pub fn probe(root: &Path) -> Features {
         kernel_config: cfg_src,
         features: f,
         foreign_kdamonds: foreign,
+        damon_modules: damon_modules(root),
     }
 }
 

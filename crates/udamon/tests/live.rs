@@ -640,3 +640,37 @@ fn cleanup_removes_only_a_provable_leftover() {
     );
     assert!(!root.join("run/udamon/kdamond.claim").exists());
 }
+
+/// DAMON's modules run kdamonds outside the sysfs tree: `features` names
+/// them, with their thread and how to disable them.
+#[test]
+fn features_names_damon_modules() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    write(&root, "sys/module/damon_stat/parameters/enabled", "Y\n");
+    write(
+        &root,
+        "sys/module/damon_stat/parameters/kdamond_pid",
+        "55\n",
+    );
+    write(&root, "sys/module/damon_reclaim/parameters/enabled", "N\n");
+    write(
+        &root,
+        "sys/module/damon_reclaim/parameters/kdamond_pid",
+        "-1\n",
+    );
+    let r = root.to_str().unwrap();
+    let out = udamon(dir.path(), &["features", "--root", r]);
+    let s = text(&out.stdout);
+    assert!(s.contains("DAMON_STAT is enabled (kdamond pid 55)"), "{s}");
+    assert!(
+        s.contains("echo N > /sys/module/damon_stat/parameters/enabled"),
+        "{s}"
+    );
+    assert!(s.contains("DAMON_RECLAIM is present, disabled"), "{s}");
+    let out = udamon(dir.path(), &["features", "--root", r, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["damon_modules"][1]["kdamond_pid"], 55, "{v}");
+    assert_eq!(v["damon_modules"][0]["enabled"], false, "{v}");
+}

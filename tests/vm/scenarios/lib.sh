@@ -231,6 +231,7 @@ record_eight() {
         error "udamon report raw failed: $(head -c 300 "$tag.raw.err")"
     "$UD" report heatmap "$tag.udr" > "$tag.heatmap.txt" 2>&1
     "$UD" report wss "$tag.udr" --json > "$tag.wss.json" 2>&1
+    "$UD" report summary "$tag.udr" --json > "$tag.summary.json" 2>&1
 }
 
 # every scenario starts with udamon's view of the kernel (in this shell, so a

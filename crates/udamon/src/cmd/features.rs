@@ -24,6 +24,19 @@ pub fn run(a: FeaturesArgs) -> Result<()> {
     if f.foreign_kdamonds.is_empty() {
         println!("no kdamond exists (probing creates none)");
     }
+    for m in &f.damon_modules {
+        if m.enabled {
+            println!(
+                "{} is enabled (kdamond pid {}): its kdamond runs outside the sysfs tree; \
+                 udamon leaves it alone and ignores its trace events ({})",
+                m.module.to_uppercase(),
+                m.kdamond_pid.map_or("-".into(), |p| p.to_string()),
+                m.disable_hint()
+            );
+        } else {
+            println!("{} is present, disabled", m.module.to_uppercase());
+        }
+    }
     for k in &f.foreign_kdamonds {
         let pid = k.pid.map_or("-".into(), |p| p.to_string());
         match (k.udamon_pid, k.udamon_running) {

@@ -534,29 +534,52 @@ impl Live {
         }
     }
 
-    fn schemes(&mut self, installed: &[Damos]) -> Vec<SchemeReport> {
-        match self {
-            Live::Engine(e, _) => scheme_reports(e.schemes()),
-            Live::Kernel(k) => match k.driver.stats() {
-                Ok(stats) => stats
-                    .into_iter()
-                    .zip(installed)
-                    .enumerate()
-                    .map(|(index, (stats, s))| SchemeReport {
-                        index,
-                        action: s.action.name().to_string(),
-                        description: udamon_scheme_file::describe(s),
-                        stats,
-                        effective_quota_bytes: None,
-                        nr_tried_regions: 0,
-                        tried_regions_bytes: 0,
-                        active: true,
-                        would_apply_bytes: None,
-                    })
-                    .collect(),
-                Err(_) => Vec::new(),
-            },
-        }
+    /// The schemes' statistics and state, as the backend reports them;
+    /// kernel DAMON's figures are read back from sysfs, and what this
+    /// kernel does not expose is named in `not_available`.
+    fn schemes(&mut self, installed: &[Damos], kernel: &str) -> Result<Vec<SchemeReport>> {
+        let k = match self {
+            Live::Engine(e, _) => return Ok(scheme_reports(e.schemes())),
+            Live::Kernel(k) => k,
+        };
+        let stats = k
+            .driver
+            .stats()
+            .map_err(|e| anyhow::anyhow!("reading kernel DAMON's scheme statistics: {e}"))?;
+        let extras = k.driver.scheme_extras().unwrap_or_default();
+        Ok(stats
+            .into_iter()
+            .zip(installed)
+            .enumerate()
+            .map(|(index, (stats, s))| {
+                let x = extras.get(index).cloned().unwrap_or_default();
+                let mut na = vec!["active: kernel DAMON does not report watermark state".into()];
+                if x.effective_bytes.is_none() {
+                    na.push(format!(
+                        "effective_quota_bytes: kernel {kernel} lacks quotas/effective_bytes (6.9)"
+                    ));
+                }
+                if x.tried_bytes.is_none() {
+                    na.push(format!(
+                        "tried_regions_bytes: kernel {kernel} lacks tried_regions/total_bytes (6.6)"
+                    ));
+                }
+                na.push("nr_tried_regions: read only with tried-regions snapshots".into());
+                SchemeReport {
+                    index,
+                    action: s.action.name().to_string(),
+                    description: udamon_scheme_file::describe(s),
+                    stats,
+                    // The kernel's 0 is "no quota".
+                    effective_quota_bytes: x.effective_bytes.filter(|&b| b != 0),
+                    nr_tried_regions: None,
+                    tried_regions_bytes: x.tried_bytes,
+                    active: None,
+                    not_available: na,
+                    would_apply_bytes: None,
+                }
+            })
+            .collect())
     }
 
     /// One snapshot, or the end and why; the engine is stepped here so
@@ -784,8 +807,28 @@ fn monitor_pid(
             };
             config.snapshots = trace.is_none();
             let mut d = KdamonDriver::new(run.root.to_path_buf(), config);
-            d.start()
-                .map_err(|e| CapabilityError(format!("cannot start kernel DAMON: {e}")))?;
+            d.start().map_err(|e| {
+                // DAMON's special-purpose modules may hold DAMON exclusively
+                // (the kernel then says EBUSY): name them and the way out.
+                let held: Vec<String> = features
+                    .damon_modules
+                    .iter()
+                    .filter(|m| m.enabled)
+                    .map(|m| {
+                        format!(
+                            "{} is enabled ({})",
+                            m.module.to_uppercase(),
+                            m.disable_hint()
+                        )
+                    })
+                    .collect();
+                let also = if held.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", held.join("; "))
+                };
+                CapabilityError(format!("cannot start kernel DAMON: {e}{also}"))
+            })?;
             // A second signal forces the exit, but never leaves our kdamond.
             let root = run.root.to_path_buf();
             stop::on_force(Some(Box::new(move || {
@@ -920,9 +963,13 @@ fn monitor_pid(
             }
             if !run.schemes.is_empty() && s.end_us >= next_stats_us {
                 next_stats_us = s.end_us + 1_000_000;
-                let reports = live.schemes(&run.schemes);
-                let entry = serde_json::json!({ "end_us": s.end_us, "schemes": reports });
-                w.push_json("schemes", &entry)?;
+                match live.schemes(&run.schemes, &features.kernel) {
+                    Ok(reports) => {
+                        let entry = serde_json::json!({ "end_us": s.end_us, "schemes": reports });
+                        w.push_json("schemes", &entry)?;
+                    }
+                    Err(e) => eprintln!("udamon: warning: {e:#}"),
+                }
             }
             // A run killed without warning loses at most about a second.
             if last_flush.elapsed() >= FLUSH_EVERY {
@@ -938,7 +985,11 @@ fn monitor_pid(
     let schemes = if run.schemes.is_empty() {
         Vec::new()
     } else {
-        live.schemes(&run.schemes)
+        live.schemes(&run.schemes, &features.kernel)
+            .unwrap_or_else(|e| {
+                eprintln!("udamon: warning: {e:#}; the summary has no scheme statistics");
+                Vec::new()
+            })
     };
     let kcpu1 = kstat(kpid);
     let (rss_end_kb, swap_end_kb) = rss_swap_kb(run.root, pid);

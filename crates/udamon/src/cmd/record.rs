@@ -88,15 +88,22 @@ pub struct SchemeReport {
     pub description: String,
     #[serde(flatten)]
     pub stats: DamosStats,
-    /// The current window's effective size quota; null when unlimited.
+    /// The current window's effective size quota; null when unlimited (or
+    /// when the backend cannot tell: see `not_available`).
     pub effective_quota_bytes: Option<u64>,
     /// Regions tried in the scheme's last apply pass, and their bytes (the
-    /// kernel's `tried_regions` and `tried_regions/total_bytes`).
+    /// kernel's `tried_regions` and `tried_regions/total_bytes`); null
+    /// where the backend cannot tell.
     #[serde(default)]
-    pub nr_tried_regions: usize,
+    pub nr_tried_regions: Option<usize>,
     #[serde(default)]
-    pub tried_regions_bytes: u64,
-    pub active: bool,
+    pub tried_regions_bytes: Option<u64>,
+    /// Whether the watermarks let the scheme run; null where the backend
+    /// cannot tell (kernel DAMON does not say).
+    pub active: Option<bool>,
+    /// Figures this backend cannot report, each with why (shown as n/a).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_available: Vec<String>,
     /// Dry runs: the distinct bytes the action would have been applied to
     /// (`sz_applied` counts them again at every pass that chose them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,9 +146,10 @@ pub fn scheme_reports(states: &[SchemeState]) -> Vec<SchemeReport> {
             description: udamon_scheme_file::describe(&st.scheme),
             stats: st.stats,
             effective_quota_bytes: st.effective_quota(),
-            nr_tried_regions: st.tried_regions.len(),
-            tried_regions_bytes: st.tried_regions.iter().map(|r| r.sz()).sum(),
-            active: st.active,
+            nr_tried_regions: Some(st.tried_regions.len()),
+            tried_regions_bytes: Some(st.tried_regions.iter().map(|r| r.sz()).sum()),
+            active: Some(st.active),
+            not_available: Vec::new(),
             would_apply_bytes: st.dry_run.then(|| st.dry_run_bytes()),
         })
         .collect()
@@ -379,8 +387,15 @@ pub fn print_scheme_table(reports: &[SchemeReport]) {
             r.stats.nr_applied,
             udamon_report::fmt_bytes(r.stats.sz_applied),
             r.stats.qt_exceeds,
-            r.effective_quota_bytes
-                .map_or("unlimited".into(), udamon_report::fmt_bytes)
+            if r.not_available
+                .iter()
+                .any(|n| n.starts_with("effective_quota_bytes"))
+            {
+                "n/a".into()
+            } else {
+                r.effective_quota_bytes
+                    .map_or("unlimited".into(), udamon_report::fmt_bytes)
+            }
         );
     }
     for r in reports {
@@ -396,6 +411,12 @@ pub fn print_scheme_table(reports: &[SchemeReport]) {
     println!(
         "    (tried and applied add up over every apply pass, so they can exceed the memory's size)"
     );
+    let mut na: Vec<&String> = reports.iter().flat_map(|r| &r.not_available).collect();
+    na.sort();
+    na.dedup();
+    for n in na {
+        println!("    n/a: {n}");
+    }
 }
 
 pub fn run(a: RecordArgs) -> Result<()> {
