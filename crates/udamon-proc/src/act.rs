@@ -270,7 +270,10 @@ mod tests {
         // SAFETY: within the mapping just made.
         unsafe {
             std::ptr::write_bytes(base as *mut u8, 1, 48 * P);
-            assert_eq!(libc::munmap((b + 16 * P as u64) as *mut libc::c_void, 16 * P), 0);
+            assert_eq!(
+                libc::munmap((b + 16 * P as u64) as *mut libc::c_void, 16 * P),
+                0
+            );
         }
         let p = P as u64;
         let ranges = [

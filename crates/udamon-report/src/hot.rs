@@ -59,7 +59,10 @@ pub struct HotRegion {
     pub access_frequency: f64,
     /// Age in aggregation intervals.
     pub age_aggr_intervals: u32,
-    /// Age in microseconds (`age x aggr_us`).
+    /// Age in microseconds of real time: `age` times the snapshot's own
+    /// window length (`end_us - start_us`). On the simulator that is
+    /// `aggr_us`; on a live path windows last longer when the machine is
+    /// busy, and a nominal `age x aggr_us` would understate the idle time.
     pub age_us: u64,
 }
 
@@ -158,7 +161,7 @@ pub fn build<S: SnapshotSource + ?Sized>(src: &S, opts: &HotOptions) -> Result<H
             nr_accesses: r.nr_accesses,
             access_frequency: freq(r.nr_accesses, max),
             age_aggr_intervals: r.age,
-            age_us: u64::from(r.age).saturating_mul(s.aggr_us),
+            age_us: u64::from(r.age).saturating_mul(s.end_us.saturating_sub(s.start_us)),
         })
         .collect();
     if let Some(t) = opts.target {
@@ -419,12 +422,13 @@ impl Hot {
             Hot::Snapshot(h) => {
                 writeln!(
                     w,
-                    "# hottest regions of the snapshot {} .. {} (sampling {}, aggregation {}, max nr_accesses {}): {} of {} regions",
+                    "# hottest regions of the snapshot {} .. {} (sampling {}, aggregation {}, max nr_accesses {}; age_time counts windows as long as this one, {}): {} of {} regions",
                     fmt_us(h.start_us),
                     fmt_us(h.end_us),
                     fmt_us(h.sample_us),
                     fmt_us(h.aggr_us),
                     h.max_nr_accesses,
+                    fmt_us(h.end_us.saturating_sub(h.start_us)),
                     h.regions.len(),
                     h.nr_regions
                 )?;
@@ -594,6 +598,14 @@ mod tests {
         assert_eq!(h.regions[0].access_frequency, 0.5);
         assert_eq!(h.regions[0].age_us, 300_000);
         assert_eq!((h.start_us, h.end_us), (100_000, 200_000));
+
+        // A live window that took 190 ms instead of 100: ages count real time.
+        let mut slow = snaps.clone();
+        slow[1].end_us = slow[1].start_us + 190_000;
+        let Hot::Snapshot(h) = build(&slow, &HotOptions::default()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(h.regions[0].age_us, 3 * 190_000);
 
         let opts = HotOptions {
             at_us: Some(50_000),

@@ -918,6 +918,13 @@ fn monitor_pid(
         ops.name(),
         ops.access()
     );
+    if ops == OpsChoice::Softdirty {
+        eprintln!(
+            "udamon: warning: soft-dirty monitoring clears the whole process's soft-dirty bits \
+             every sample (tools that rely on them, such as CRIU's incremental dumps, lose \
+             them), and the process takes a fault on its first write to a page after each"
+        );
+    }
     let kpid = (ops == OpsChoice::Kdamond)
         .then(|| kdamond_pid(run.root))
         .flatten();
