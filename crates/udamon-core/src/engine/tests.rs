@@ -280,3 +280,19 @@ proptest! {
         }
     }
 }
+
+/// An ops update that finds no ranges (a zombie process: its maps are
+/// empty) keeps the regions, as the kernel's vaddr update does when it
+/// cannot build the three regions.
+#[test]
+fn empty_ranges_at_an_update_keep_the_regions() {
+    let mut e = engine(Attrs::default(), vec![], 1);
+    let total = e.targets()[0].sz_regions();
+    e.ops_mut().mappings.clear();
+    // Past the ops update at 1 s.
+    for _ in 0..15 {
+        e.next_snapshot().unwrap().unwrap();
+    }
+    check_invariants(&e, total);
+    assert!(!e.targets()[0].regions.is_empty());
+}
