@@ -166,7 +166,10 @@ pub(crate) struct Ctx<'a, O> {
 }
 
 /// Watermarks, checked before every sample. Returns the wait in
-/// microseconds when every scheme is off (0 when monitoring proceeds).
+/// microseconds when every scheme is off (0 when monitoring proceeds). As
+/// in the kernel's `kdamond_wait_activation`, an off scheme waits its
+/// watermark interval, so an interval of 0 never stops monitoring: samples
+/// are taken and the off schemes are checked again at the next one.
 pub(crate) fn update_watermarks<O: Operations>(
     schemes: &mut [SchemeState],
     ops: &mut O,
@@ -191,7 +194,7 @@ pub(crate) fn update_watermarks<O: Operations>(
             Some(_) => s.active = true,
             None => s.active = false,
         }
-        min_wait = min_wait.min(if s.active { 0 } else { w.interval_us.max(1) });
+        min_wait = min_wait.min(if s.active { 0 } else { w.interval_us });
     }
     min_wait
 }
