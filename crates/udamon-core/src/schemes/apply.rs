@@ -487,7 +487,10 @@ pub(crate) fn apply_schemes<O: Operations>(schemes: &mut [SchemeState], ctx: &mu
             i += 1;
         }
     }
-    for (s, _) in schemes.iter_mut().zip(&due).filter(|(_, d)| **d) {
+    // Every due scheme moves on, including those its watermarks keep off
+    // (the kernel's `kdamond_apply_schemes`): a scheme switched on between
+    // two passes then waits for its next apply time.
+    for s in schemes.iter_mut().filter(|s| ctx.passed >= s.next_apply) {
         s.next_apply = ctx.passed + s.apply_samples(ctx.attrs);
     }
 }

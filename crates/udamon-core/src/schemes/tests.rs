@@ -464,3 +464,48 @@ proptest! {
         prop_assert_eq!(got, bits);
     }
 }
+
+/// A due scheme that its watermarks keep off still moves its next apply
+/// time when a pass runs for another scheme (the kernel advances every due
+/// scheme after the pass), so once switched on it waits for its interval.
+#[test]
+fn inactive_due_schemes_move_their_apply_time_with_a_pass() {
+    let mut targets = [Target {
+        pid: 0,
+        regions: vec![reg(0, MIB, 0, 5)],
+    }];
+    let mut off = Damos::new(idle_pattern(), Action::Pageout);
+    off.watermarks = Watermarks {
+        metric: WatermarkMetric::FreeMemRate,
+        interval_us: 5_000_000,
+        high: 500,
+        mid: 400,
+        low: 200,
+    };
+    let on = Damos::new(AccessPattern::default(), Action::Stat);
+    let mut s = [
+        SchemeState::new(on, &Attrs::default()),
+        SchemeState::new(off, &Attrs::default()),
+    ];
+    let mut ops = Mock {
+        free_mem_rate: Some(900),
+        ..Mock::default()
+    };
+    update_watermarks(&mut s, &mut ops, 0);
+    assert!(s[0].active && !s[1].active);
+    // Both are due at 20 sis; only the stat scheme runs.
+    pass(&mut s, &mut ops, &mut targets, 20, 100_000);
+    assert_eq!(ops.calls.len(), 1);
+    assert_eq!(ops.calls[0].2, Action::Stat);
+    // Memory gets short between two aggregations: the pageout scheme turns
+    // on, but its next apply time moved to 40 sis with the pass at 20.
+    ops.free_mem_rate = Some(300);
+    update_watermarks(&mut s, &mut ops, 105_000);
+    assert!(s[1].active);
+    ops.calls.clear();
+    pass(&mut s, &mut ops, &mut targets, 21, 105_000);
+    assert!(ops.calls.is_empty(), "{:?}", ops.calls);
+    pass(&mut s, &mut ops, &mut targets, 40, 200_000);
+    let actions: Vec<Action> = ops.calls.iter().map(|c| c.2).collect();
+    assert_eq!(actions, vec![Action::Stat, Action::Pageout]);
+}
