@@ -230,16 +230,24 @@ fn adjust_quota<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>) {
     let (Some(esz), true) = (s.esz, s.scheme.action.scorer() != Scorer::None) else {
         return;
     };
+    // Regions a core filter rejects are left out, as in the kernel's
+    // `damos_adjust_quota`: they are never applied to. Like the apply pass,
+    // an `addr` filter splits regions at its edges here, and the pieces are
+    // visited in turn.
     let mut hist = [0u64; MAX_SCORE as usize + 1];
     let mut max = 0;
-    for t in ctx.targets.iter() {
-        for r in &t.regions {
-            if !matches(&s.pattern, r) {
-                continue;
+    for (ti, t) in ctx.targets.iter_mut().enumerate() {
+        let mut i = 0;
+        while i < t.regions.len() {
+            if matches(&s.pattern, &t.regions[i])
+                && core_filter(&s.scheme.filters, t, ti, i).is_some()
+            {
+                let r = &t.regions[i];
+                let sc = score(s.scheme.action, r, ctx.attrs, &s.scheme.quota.weights);
+                hist[sc as usize] += r.sz();
+                max = max.max(sc);
             }
-            let sc = score(s.scheme.action, r, ctx.attrs, &s.scheme.quota.weights);
-            hist[sc as usize] += r.sz();
-            max = max.max(sc);
+            i += 1;
         }
     }
     let mut cum = 0u64;

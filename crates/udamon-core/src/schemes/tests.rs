@@ -509,3 +509,52 @@ fn inactive_due_schemes_move_their_apply_time_with_a_pass() {
     let actions: Vec<Action> = ops.calls.iter().map(|c| c.2).collect();
     assert_eq!(actions, vec![Action::Stat, Action::Pageout]);
 }
+
+/// The quota's score histogram leaves out regions a core filter rejects:
+/// they can never be applied to, so they must not raise the minimum score.
+#[test]
+fn score_histogram_skips_regions_core_filters_reject() {
+    //   target 0                 target 1
+    //   0      1M      2M        0      1M
+    //   |idle  |idle   |         |idle  |
+    //   |10 s  |1 s    |         |10 s  |      cold scores 57, 52 | 57
+    //   [0, 1M) of target 0 rejected by an addr filter, target 1 by a target filter
+    let mut targets = [
+        Target {
+            pid: 0,
+            regions: vec![reg(0, MIB, 0, 100), reg(MIB, 2 * MIB, 0, 10)],
+        },
+        Target {
+            pid: 1,
+            regions: vec![reg(0, MIB, 0, 100)],
+        },
+    ];
+    let mut d = Damos::new(idle_pattern(), Action::Pageout);
+    d.quota = Quota {
+        sz: MIB,
+        reset_interval_ms: 1000,
+        weights: QuotaWeights {
+            sz: 0,
+            nr_accesses: 0,
+            age: 1,
+        },
+        ..Quota::default()
+    };
+    d.filters = vec![
+        Filter {
+            kind: FilterKind::Addr { start: 0, end: MIB },
+            matching: true,
+            allow: false,
+        },
+        Filter {
+            kind: FilterKind::Target { idx: 1 },
+            matching: true,
+            allow: false,
+        },
+    ];
+    let mut s = [SchemeState::new(d, &Attrs::default())];
+    let mut ops = Mock::default();
+    pass(&mut s, &mut ops, &mut targets, 20, 100_000);
+    let got: Vec<(usize, AddrRange)> = ops.calls.iter().map(|c| (c.0, c.1)).collect();
+    assert_eq!(got, vec![(0, AddrRange::new(MIB, 2 * MIB))]);
+}
