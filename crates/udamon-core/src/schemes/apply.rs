@@ -374,9 +374,14 @@ fn split_at(t: &mut Target, i: usize, sz: u64) {
     t.regions.insert(i + 1, right);
 }
 
-/// The kernel's charge-resume skip: after a window's quota ran out at some
-/// address, the next windows start from there, so the quota sweeps the
-/// space round-robin instead of always hitting the lowest addresses.
+/// The kernel's charge-resume skip (`damos_skip_charged_region`): after a
+/// window's quota ran out at some address, the next windows start from
+/// there, so the quota sweeps the space round-robin instead of always
+/// hitting the lowest addresses. The bookmark is one byte past the last
+/// charged region; the region holding it is split there (rounded down to a
+/// page, at least one page), the charged prefix is skipped and the bookmark
+/// is done: the rest, the next piece, is visited normally. So the first page
+/// after the charged bytes is skipped once only when it starts a region.
 fn skip_charged(s: &mut SchemeState, t: &mut Target, ti: usize, i: usize) -> bool {
     let Some(ct) = s.charge_target else {
         return false;
@@ -402,6 +407,8 @@ fn skip_charged(s: &mut SchemeState, t: &mut Target, ti: usize, i: usize) -> boo
             skip = MIN_REGION_SZ;
         }
         split_at(t, i, skip);
+        s.charge_target = None;
+        s.charge_addr = 0;
         return true;
     }
     s.charge_target = None;

@@ -465,6 +465,43 @@ proptest! {
     }
 }
 
+/// After a size quota runs out, the next window resumes right after the
+/// last charged byte. When merging has joined the charged prefix and what
+/// follows into one region, the kernel splits off exactly that prefix
+/// (rounded down to a page) and resumes at the piece after it.
+#[test]
+fn charge_resume_skips_only_the_charged_prefix() {
+    //   0                 4M                8M
+    //   |------ idle -----|------ hot ------|
+    let hot = reg(4 * MIB, 8 * MIB, 10, 5);
+    let mut targets = [Target {
+        pid: 0,
+        regions: vec![reg(0, 4 * MIB, 0, 5), hot],
+    }];
+    let mut d = Damos::new(idle_pattern(), Action::Pageout);
+    d.quota = Quota {
+        sz: MIB,
+        reset_interval_ms: 100,
+        ..Quota::default()
+    };
+    let mut s = [SchemeState::new(d, &Attrs::default())];
+    let mut ops = Mock::default();
+    pass(&mut s, &mut ops, &mut targets, 20, 100_000);
+    assert_eq!(ops.calls[0].1, AddrRange::new(0, MIB));
+    // An aggregation merges the pieces back into one region.
+    targets[0].regions = vec![reg(0, 4 * MIB, 0, 5), hot];
+    ops.calls.clear();
+    pass(&mut s, &mut ops, &mut targets, 40, 200_000);
+    let ranges: Vec<AddrRange> = ops.calls.iter().map(|c| c.1).collect();
+    assert_eq!(ranges, vec![AddrRange::new(MIB, 2 * MIB)]);
+    // Where the charged region's end is still a region boundary, the first
+    // page after it is skipped once (the kernel's `r->ar.end + 1`).
+    ops.calls.clear();
+    pass(&mut s, &mut ops, &mut targets, 60, 300_000);
+    let ranges: Vec<AddrRange> = ops.calls.iter().map(|c| c.1).collect();
+    assert_eq!(ranges, vec![AddrRange::new(2 * MIB + 4096, 3 * MIB + 4096)]);
+}
+
 /// A due scheme that its watermarks keep off still moves its next apply
 /// time when a pass runs for another scheme (the kernel advances every due
 /// scheme after the pass), so once switched on it waits for its interval.
