@@ -1,6 +1,6 @@
 use super::*;
 use crate::region::AddrRange;
-use crate::schemes::{AccessPattern, Action, WatermarkMetric, Watermarks};
+use crate::schemes::{AccessPattern, Action, Quota, WatermarkMetric, Watermarks};
 use crate::ApplyOutcome;
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -307,12 +307,54 @@ proptest! {
     }
 }
 
+/// Property tests that run from a fixed seed, so a run is repeatable.
+fn seeded(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x0da7_0bad),
+        ..ProptestConfig::default()
+    }
+}
+
 fn idle_pageout() -> Damos {
     let idle = AccessPattern {
         max_freq_bp: 0,
         ..AccessPattern::default()
     };
     Damos::new(idle, Action::Pageout)
+}
+
+proptest! {
+    #![proptest_config(seeded(32))]
+
+    /// Time-quota schemes whose actions often take no measurable time keep
+    /// the region count bounded: a snapshot (taken after merging and after
+    /// the schemes ran) has at most `max_nr_regions` regions plus three per
+    /// scheme (the charge-resume split, the size cut and the time cut of
+    /// that pass).
+    #[test]
+    fn time_quotas_keep_the_region_count_bounded(
+        seed in any::<u64>(),
+        max_nr in 10u32..200,
+        costs in proptest::collection::vec(prop_oneof![3 => Just(0u64), 1 => 1u64..4], 1..8),
+        quotas in proptest::collection::vec((1u64..4, prop_oneof![Just(100u64), Just(1000)]), 1..4),
+    ) {
+        let attrs = Attrs { max_nr_regions: max_nr, ..Attrs::default() };
+        let mut e = engine(attrs, vec![(AddrRange::new(0, 8 * MIB), 0.3)], seed);
+        e.ops_mut().costs = costs;
+        let schemes: Vec<Damos> = quotas.iter().map(|&(ms, reset)| {
+            let mut d = idle_pageout();
+            d.quota = Quota { ms, reset_interval_ms: reset, ..Quota::default() };
+            d
+        }).collect();
+        let bound = max_nr as usize + 3 * schemes.len();
+        e.set_schemes(schemes);
+        for k in 0..30 {
+            let snap = e.next_snapshot().unwrap().unwrap();
+            prop_assert!(snap.nr_regions() <= bound, "snapshot {}: {} regions > {}", k, snap.nr_regions(), bound);
+        }
+        prop_assert!(e.ops().applies > 0);
+    }
 }
 
 /// A watermark interval of 0 (the scheme files' default) means no wait:

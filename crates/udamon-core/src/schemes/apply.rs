@@ -37,6 +37,9 @@ pub struct SchemeState {
     total_charged_us: u64,
     /// Action time charged in the current window.
     window_charged_us: u64,
+    /// The time quota cut an apply short in the current window: its time
+    /// is used up.
+    time_cut: bool,
     charge_target: Option<usize>,
     charge_addr: u64,
     min_score: u32,
@@ -78,6 +81,7 @@ impl SchemeState {
             total_charged_sz: 0,
             total_charged_us: 0,
             window_charged_us: 0,
+            time_cut: false,
             charge_target: None,
             charge_addr: 0,
             min_score: 0,
@@ -223,6 +227,7 @@ fn adjust_quota<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>) {
         s.charged_from_us = Some(ctx.now_us);
         s.charged_sz = 0;
         s.window_charged_us = 0;
+        s.time_cut = false;
         s.esz = effective_size_quota(s, ctx, elapsed_us);
     }
     // Prioritisation: the lowest score whose cumulative size fits the quota.
@@ -337,28 +342,37 @@ fn effective_size_quota<O: Operations>(
 
 /// Whether the window's action time reached the time quota.
 fn time_used_up(s: &SchemeState) -> bool {
-    s.scheme.quota.ms != 0 && s.window_charged_us >= s.scheme.quota.ms.saturating_mul(1000)
+    s.scheme.quota.ms != 0
+        && (s.time_cut || s.window_charged_us >= s.scheme.quota.ms.saturating_mul(1000))
 }
 
-/// Bytes the rest of the window's time quota allows. The kernel converts the
-/// time quota to bytes once per window, at a guessed 4 MiB/ms before any
-/// action was timed, and can overshoot; udamon measures first: until an
-/// action has been timed it tries one page, then cuts each apply to the
-/// remaining time at the measured speed. (Exact when an action's time is
-/// proportional to its size, as in the simulator.)
+/// Bytes the rest of the window's time quota allows the next apply, `None`
+/// for no limit beyond the effective size quota.
+///
+/// The kernel converts the time quota to bytes once per window
+/// ([`effective_size_quota`]: measured bytes per time, else a guessed
+/// 4 MiB/ms) and can overshoot at the guess. udamon also measures as it
+/// goes: the scheme's first action is tried on one page, and once an action
+/// has taken measurable time, an apply is cut to what the remaining time
+/// allows at the measured speed (such a cut ends the window's time, see
+/// `time_cut`). This never exceeds the time quota when an action's time is
+/// proportional to its size, as in the simulator. Actions that have taken
+/// no measurable time (a clock can read 0 us for a small action) leave the
+/// kernel's conversion as the only limit, rather than trying a page at a
+/// time.
 fn time_allowance(s: &SchemeState) -> Option<u64> {
     let q = &s.scheme.quota;
     if q.ms == 0 {
         return None;
     }
+    let charged = s.total_charged_sz + s.charged_sz;
+    if s.total_charged_us == 0 {
+        return (charged == 0).then_some(MIN_REGION_SZ);
+    }
     let left_us =
         q.ms.saturating_mul(1000)
             .saturating_sub(s.window_charged_us);
-    if s.total_charged_us == 0 {
-        return Some(if left_us > 0 { MIN_REGION_SZ } else { 0 });
-    }
-    let bytes = u128::from(left_us) * u128::from(s.total_charged_sz + s.charged_sz)
-        / u128::from(s.total_charged_us);
+    let bytes = u128::from(left_us) * u128::from(charged) / u128::from(s.total_charged_us);
     Some(align_down(
         bytes.min(u128::from(u64::MAX)) as u64,
         MIN_REGION_SZ,
@@ -547,20 +561,25 @@ fn apply_one<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>, ti: usize
         }
     }
     if counted {
+        let Some(core_allowed) = core_filter(&s.scheme.filters, t, ti, i) else {
+            return;
+        };
+        sz = t.regions[i].sz();
+        // udamon's own time cut, after the core filters so that memory they
+        // reject is never cut.
+        let mut time_cut = false;
         if let Some(allow) = time_allowance(s) {
             if allow == 0 {
+                s.time_cut = true;
                 return;
             }
             if allow < sz {
                 sz = allow;
                 split_at(t, i, sz);
+                time_cut = s.total_charged_us > 0;
             }
         }
-        let Some(core_allowed) = core_filter(&s.scheme.filters, t, ti, i) else {
-            return;
-        };
         let r = t.regions[i];
-        sz = r.sz();
         let scheme = if core_allowed {
             &s.scheme_no_ops_filters
         } else {
@@ -589,6 +608,7 @@ fn apply_one<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>, ti: usize
         s.total_charged_us += out.cost_us;
         s.window_charged_us += out.cost_us;
         s.charged_sz += sz;
+        s.time_cut |= time_cut;
         if s.esz.is_some_and(|e| s.charged_sz >= e) {
             s.charge_target = Some(ti);
             s.charge_addr = r.ar.end + 1;
