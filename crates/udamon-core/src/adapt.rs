@@ -90,8 +90,10 @@ pub(crate) fn age_regions(targets: &mut [Target], max_nr: u32) {
 ///   |-- 40% --|- 60% -|-------- 70% --------|     3 pieces: the left one again
 /// ```
 ///
-/// Children inherit every counter of their parent. Returns the region count
-/// before splitting, which the caller keeps as `last_nr_regions`.
+/// Children inherit every counter of their parent. Returns the new
+/// `last_nr_regions`: the region count before splitting, or, when there are
+/// too many regions to split (more than half the maximum), the old value
+/// unchanged, as in the kernel, which returns before updating it.
 pub(crate) fn split_regions<R: Rng>(
     targets: &mut [Target],
     max_nr_regions: u32,
@@ -101,7 +103,7 @@ pub(crate) fn split_regions<R: Rng>(
 ) -> usize {
     let nr: usize = targets.iter().map(|t| t.regions.len()).sum();
     if nr > max_nr_regions as usize / 2 {
-        return nr;
+        return last_nr_regions;
     }
     let subs = if last_nr_regions == nr && nr < max_nr_regions as usize / 3 {
         3
@@ -324,6 +326,25 @@ mod tests {
         let before = ts[0].regions.len();
         split_regions(&mut ts, 2 * before as u32 - 2, 0, 4096, &mut rng);
         assert_eq!(ts[0].regions.len(), before);
+    }
+
+    /// The kernel returns before `last_nr_regions = nr` when it skips the
+    /// split (count above max/2), so the 3-way trigger keeps the count of
+    /// the last real split.
+    #[test]
+    fn skipped_split_keeps_last_nr_regions() {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
+        let rs: Vec<Region> = (0..4)
+            .map(|i| reg(i * 100 * 4096, (i + 1) * 100 * 4096, 0, 0))
+            .collect();
+        let mut ts = [target(&rs)];
+        // 4 regions, max 6: above max/2, skipped; the trigger still says 2.
+        assert_eq!(split_regions(&mut ts, 6, 2, 4096, &mut rng), 2);
+        assert_eq!(ts[0].regions.len(), 4);
+        // Back to two regions: unchanged since the last split, so 3-way.
+        ts[0].regions.truncate(2);
+        assert_eq!(split_regions(&mut ts, 30, 2, 4096, &mut rng), 2);
+        assert_eq!(ts[0].regions.len(), 6);
     }
 
     #[test]

@@ -315,10 +315,17 @@ impl<O: Operations, R: Rng> Engine<O, R> {
         }
     }
 
+    /// The ops update: fits each target's regions to its current ranges.
+    /// No ranges (a process without mappings, such as a zombie) keeps the
+    /// regions, as the kernel's vaddr update does when it cannot build the
+    /// three regions.
     fn update_ranges(&mut self) {
         for i in 0..self.targets.len() {
-            if let Some(ranges) = self.ops.target_ranges(i, &self.targets[i]) {
-                adapt::set_regions(&mut self.targets[i], &ranges, self.min_sz);
+            match self.ops.target_ranges(i, &self.targets[i]) {
+                Some(ranges) if !ranges.is_empty() => {
+                    adapt::set_regions(&mut self.targets[i], &ranges, self.min_sz);
+                }
+                _ => {}
             }
         }
         self.sz_limit = self.region_size_limit();

@@ -38,7 +38,8 @@ pub struct SampleWindow {
 /// [`target_ranges`]: Operations::target_ranges
 pub trait Operations {
     /// The address ranges to monitor for target `idx`, sorted and disjoint
-    /// (vaddr: the three regions of its current mappings). `None` keeps the
+    /// (vaddr: the three regions of its current mappings). `None`, or an
+    /// empty list at an update (a process without mappings), keeps the
     /// target's regions as they are (fvaddr, paddr, or a failed lookup).
     fn target_ranges(&mut self, _idx: usize, _target: &Target) -> Option<Vec<AddrRange>> {
         None

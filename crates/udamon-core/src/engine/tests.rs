@@ -1,15 +1,34 @@
 use super::*;
 use crate::region::AddrRange;
+use crate::schemes::{AccessPattern, Action, Quota, WatermarkMetric, Watermarks};
+use crate::ApplyOutcome;
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
 /// Ops over fixed mappings where an address is accessed with a probability
-/// given per range (drawn from the ops' own seeded generator).
+/// given per range (drawn from the ops' own seeded generator). The k-th
+/// action applied costs `costs[k % len]` us per page (nothing when empty).
 struct Hazard {
     mappings: Vec<AddrRange>,
     hot: Vec<(AddrRange, f64)>,
     rng: Pcg64Mcg,
+    costs: Vec<u64>,
+    applies: usize,
+    free_mem_rate: Option<u32>,
+}
+
+impl Hazard {
+    fn new(hot: Vec<(AddrRange, f64)>, seed: u64) -> Self {
+        Self {
+            mappings: three_mappings(),
+            hot,
+            rng: Pcg64Mcg::seed_from_u64(seed),
+            costs: Vec::new(),
+            applies: 0,
+            free_mem_rate: None,
+        }
+    }
 }
 
 impl Operations for Hazard {
@@ -28,6 +47,21 @@ impl Operations for Hazard {
             acc.push(self.rng.random_bool(p));
         }
     }
+    fn apply_scheme(&mut self, _: usize, range: AddrRange, _: &Damos, _: u64) -> ApplyOutcome {
+        let per_page = match self.costs.len() {
+            0 => 0,
+            n => self.costs[self.applies % n],
+        };
+        self.applies += 1;
+        ApplyOutcome {
+            sz_applied: range.sz(),
+            sz_ops_filter_passed: 0,
+            cost_us: range.sz() / MIN_REGION_SZ * per_page,
+        }
+    }
+    fn free_mem_rate(&mut self, _: u64) -> Option<u32> {
+        self.free_mem_rate
+    }
 }
 
 const MIB: u64 = 1 << 20;
@@ -41,11 +75,7 @@ fn three_mappings() -> Vec<AddrRange> {
 }
 
 fn engine(attrs: Attrs, hot: Vec<(AddrRange, f64)>, seed: u64) -> Engine<Hazard, Pcg64Mcg> {
-    let ops = Hazard {
-        mappings: three_mappings(),
-        hot,
-        rng: Pcg64Mcg::seed_from_u64(seed ^ 0xa5a5),
-    };
+    let ops = Hazard::new(hot, seed ^ 0xa5a5);
     Engine::new(
         attrs,
         ops,
@@ -132,11 +162,7 @@ fn snapshot_times_follow_the_logical_clock() {
 
 #[test]
 fn fixed_regions_never_change() {
-    let ops = Hazard {
-        mappings: three_mappings(),
-        hot: vec![(AddrRange::new(0, MIB), 1.0)],
-        rng: Pcg64Mcg::seed_from_u64(1),
-    };
+    let ops = Hazard::new(vec![(AddrRange::new(0, MIB), 1.0)], 1);
     let mut e = Engine::with_adaptation(
         Attrs::default(),
         ops,
@@ -279,4 +305,98 @@ proptest! {
             prop_assert!(w[0].ar.end == w[1].ar.start);
         }
     }
+}
+
+/// Property tests that run from a fixed seed, so a run is repeatable.
+fn seeded(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x0da7_0bad),
+        ..ProptestConfig::default()
+    }
+}
+
+fn idle_pageout() -> Damos {
+    let idle = AccessPattern {
+        max_freq_bp: 0,
+        ..AccessPattern::default()
+    };
+    Damos::new(idle, Action::Pageout)
+}
+
+proptest! {
+    #![proptest_config(seeded(32))]
+
+    /// Time-quota schemes whose actions often take no measurable time keep
+    /// the region count bounded: a snapshot (taken after merging and after
+    /// the schemes ran) has at most `max_nr_regions` regions plus three per
+    /// scheme (the charge-resume split, the size cut and the time cut of
+    /// that pass).
+    #[test]
+    fn time_quotas_keep_the_region_count_bounded(
+        seed in any::<u64>(),
+        max_nr in 10u32..200,
+        costs in proptest::collection::vec(prop_oneof![3 => Just(0u64), 1 => 1u64..4], 1..8),
+        quotas in proptest::collection::vec((1u64..4, prop_oneof![Just(100u64), Just(1000)]), 1..4),
+    ) {
+        let attrs = Attrs { max_nr_regions: max_nr, ..Attrs::default() };
+        let mut e = engine(attrs, vec![(AddrRange::new(0, 8 * MIB), 0.3)], seed);
+        e.ops_mut().costs = costs;
+        let schemes: Vec<Damos> = quotas.iter().map(|&(ms, reset)| {
+            let mut d = idle_pageout();
+            d.quota = Quota { ms, reset_interval_ms: reset, ..Quota::default() };
+            d
+        }).collect();
+        let bound = max_nr as usize + 3 * schemes.len();
+        e.set_schemes(schemes);
+        for k in 0..30 {
+            let snap = e.next_snapshot().unwrap().unwrap();
+            prop_assert!(snap.nr_regions() <= bound, "snapshot {}: {} regions > {}", k, snap.nr_regions(), bound);
+        }
+        prop_assert!(e.ops().applies > 0);
+    }
+}
+
+/// A watermark interval of 0 (the scheme files' default) means no wait:
+/// with every scheme off, the kernel's `kdamond_wait_activation` sees a
+/// minimum wait of 0 and monitoring goes on; the schemes stay off.
+#[test]
+fn watermarks_with_zero_interval_keep_monitoring() {
+    let mut e = engine(Attrs::default(), vec![], 1);
+    let mut d = idle_pageout();
+    d.watermarks = Watermarks {
+        metric: WatermarkMetric::FreeMemRate,
+        interval_us: 0,
+        high: 500,
+        mid: 400,
+        low: 200,
+    };
+    e.set_schemes(vec![d]);
+    // Plenty of free memory: above `high`, the scheme is off.
+    e.ops_mut().free_mem_rate = Some(900);
+    e.set_deadline(Some(1_000_000));
+    let mut windows = Vec::new();
+    while let Some(s) = e.next_snapshot().unwrap() {
+        windows.push((s.start_us, s.end_us));
+    }
+    assert_eq!(windows.len(), 10, "{windows:?}");
+    assert_eq!(windows[9], (900_000, 1_000_000));
+    assert!(!e.schemes()[0].active);
+    assert_eq!(e.ops().applies, 0);
+}
+
+/// An ops update that finds no ranges (a zombie process: its maps are
+/// empty) keeps the regions, as the kernel's vaddr update does when it
+/// cannot build the three regions.
+#[test]
+fn empty_ranges_at_an_update_keep_the_regions() {
+    let mut e = engine(Attrs::default(), vec![], 1);
+    let total = e.targets()[0].sz_regions();
+    e.ops_mut().mappings.clear();
+    // Past the ops update at 1 s.
+    for _ in 0..15 {
+        e.next_snapshot().unwrap().unwrap();
+    }
+    check_invariants(&e, total);
+    assert!(!e.targets()[0].regions.is_empty());
 }

@@ -37,6 +37,9 @@ pub struct SchemeState {
     total_charged_us: u64,
     /// Action time charged in the current window.
     window_charged_us: u64,
+    /// The time quota cut an apply short in the current window: its time
+    /// is used up.
+    time_cut: bool,
     charge_target: Option<usize>,
     charge_addr: u64,
     min_score: u32,
@@ -78,6 +81,7 @@ impl SchemeState {
             total_charged_sz: 0,
             total_charged_us: 0,
             window_charged_us: 0,
+            time_cut: false,
             charge_target: None,
             charge_addr: 0,
             min_score: 0,
@@ -166,7 +170,10 @@ pub(crate) struct Ctx<'a, O> {
 }
 
 /// Watermarks, checked before every sample. Returns the wait in
-/// microseconds when every scheme is off (0 when monitoring proceeds).
+/// microseconds when every scheme is off (0 when monitoring proceeds). As
+/// in the kernel's `kdamond_wait_activation`, an off scheme waits its
+/// watermark interval, so an interval of 0 never stops monitoring: samples
+/// are taken and the off schemes are checked again at the next one.
 pub(crate) fn update_watermarks<O: Operations>(
     schemes: &mut [SchemeState],
     ops: &mut O,
@@ -191,7 +198,7 @@ pub(crate) fn update_watermarks<O: Operations>(
             Some(_) => s.active = true,
             None => s.active = false,
         }
-        min_wait = min_wait.min(if s.active { 0 } else { w.interval_us.max(1) });
+        min_wait = min_wait.min(if s.active { 0 } else { w.interval_us });
     }
     min_wait
 }
@@ -220,6 +227,7 @@ fn adjust_quota<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>) {
         s.charged_from_us = Some(ctx.now_us);
         s.charged_sz = 0;
         s.window_charged_us = 0;
+        s.time_cut = false;
         s.esz = effective_size_quota(s, ctx, elapsed_us);
     }
     // Prioritisation: the lowest score whose cumulative size fits the quota.
@@ -227,16 +235,24 @@ fn adjust_quota<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>) {
     let (Some(esz), true) = (s.esz, s.scheme.action.scorer() != Scorer::None) else {
         return;
     };
+    // Regions a core filter rejects are left out, as in the kernel's
+    // `damos_adjust_quota`: they are never applied to. Like the apply pass,
+    // an `addr` filter splits regions at its edges here, and the pieces are
+    // visited in turn.
     let mut hist = [0u64; MAX_SCORE as usize + 1];
     let mut max = 0;
-    for t in ctx.targets.iter() {
-        for r in &t.regions {
-            if !matches(&s.pattern, r) {
-                continue;
+    for (ti, t) in ctx.targets.iter_mut().enumerate() {
+        let mut i = 0;
+        while i < t.regions.len() {
+            if matches(&s.pattern, &t.regions[i])
+                && core_filter(&s.scheme.filters, t, ti, i).is_some()
+            {
+                let r = &t.regions[i];
+                let sc = score(s.scheme.action, r, ctx.attrs, &s.scheme.quota.weights);
+                hist[sc as usize] += r.sz();
+                max = max.max(sc);
             }
-            let sc = score(s.scheme.action, r, ctx.attrs, &s.scheme.quota.weights);
-            hist[sc as usize] += r.sz();
-            max = max.max(sc);
+            i += 1;
         }
     }
     let mut cum = 0u64;
@@ -326,28 +342,37 @@ fn effective_size_quota<O: Operations>(
 
 /// Whether the window's action time reached the time quota.
 fn time_used_up(s: &SchemeState) -> bool {
-    s.scheme.quota.ms != 0 && s.window_charged_us >= s.scheme.quota.ms.saturating_mul(1000)
+    s.scheme.quota.ms != 0
+        && (s.time_cut || s.window_charged_us >= s.scheme.quota.ms.saturating_mul(1000))
 }
 
-/// Bytes the rest of the window's time quota allows. The kernel converts the
-/// time quota to bytes once per window, at a guessed 4 MiB/ms before any
-/// action was timed, and can overshoot; udamon measures first: until an
-/// action has been timed it tries one page, then cuts each apply to the
-/// remaining time at the measured speed. (Exact when an action's time is
-/// proportional to its size, as in the simulator.)
+/// Bytes the rest of the window's time quota allows the next apply, `None`
+/// for no limit beyond the effective size quota.
+///
+/// The kernel converts the time quota to bytes once per window
+/// ([`effective_size_quota`]: measured bytes per time, else a guessed
+/// 4 MiB/ms) and can overshoot at the guess. udamon also measures as it
+/// goes: the scheme's first action is tried on one page, and once an action
+/// has taken measurable time, an apply is cut to what the remaining time
+/// allows at the measured speed (such a cut ends the window's time, see
+/// `time_cut`). This never exceeds the time quota when an action's time is
+/// proportional to its size, as in the simulator. Actions that have taken
+/// no measurable time (a clock can read 0 us for a small action) leave the
+/// kernel's conversion as the only limit, rather than trying a page at a
+/// time.
 fn time_allowance(s: &SchemeState) -> Option<u64> {
     let q = &s.scheme.quota;
     if q.ms == 0 {
         return None;
     }
+    let charged = s.total_charged_sz + s.charged_sz;
+    if s.total_charged_us == 0 {
+        return (charged == 0).then_some(MIN_REGION_SZ);
+    }
     let left_us =
         q.ms.saturating_mul(1000)
             .saturating_sub(s.window_charged_us);
-    if s.total_charged_us == 0 {
-        return Some(if left_us > 0 { MIN_REGION_SZ } else { 0 });
-    }
-    let bytes = u128::from(left_us) * u128::from(s.total_charged_sz + s.charged_sz)
-        / u128::from(s.total_charged_us);
+    let bytes = u128::from(left_us) * u128::from(charged) / u128::from(s.total_charged_us);
     Some(align_down(
         bytes.min(u128::from(u64::MAX)) as u64,
         MIN_REGION_SZ,
@@ -363,9 +388,14 @@ fn split_at(t: &mut Target, i: usize, sz: u64) {
     t.regions.insert(i + 1, right);
 }
 
-/// The kernel's charge-resume skip: after a window's quota ran out at some
-/// address, the next windows start from there, so the quota sweeps the
-/// space round-robin instead of always hitting the lowest addresses.
+/// The kernel's charge-resume skip (`damos_skip_charged_region`): after a
+/// window's quota ran out at some address, the next windows start from
+/// there, so the quota sweeps the space round-robin instead of always
+/// hitting the lowest addresses. The bookmark is one byte past the last
+/// charged region; the region holding it is split there (rounded down to a
+/// page, at least one page), the charged prefix is skipped and the bookmark
+/// is done: the rest, the next piece, is visited normally. So the first page
+/// after the charged bytes is skipped once only when it starts a region.
 fn skip_charged(s: &mut SchemeState, t: &mut Target, ti: usize, i: usize) -> bool {
     let Some(ct) = s.charge_target else {
         return false;
@@ -391,6 +421,8 @@ fn skip_charged(s: &mut SchemeState, t: &mut Target, ti: usize, i: usize) -> boo
             skip = MIN_REGION_SZ;
         }
         split_at(t, i, skip);
+        s.charge_target = None;
+        s.charge_addr = 0;
         return true;
     }
     s.charge_target = None;
@@ -484,7 +516,10 @@ pub(crate) fn apply_schemes<O: Operations>(schemes: &mut [SchemeState], ctx: &mu
             i += 1;
         }
     }
-    for (s, _) in schemes.iter_mut().zip(&due).filter(|(_, d)| **d) {
+    // Every due scheme moves on, including those its watermarks keep off
+    // (the kernel's `kdamond_apply_schemes`): a scheme switched on between
+    // two passes then waits for its next apply time.
+    for s in schemes.iter_mut().filter(|s| ctx.passed >= s.next_apply) {
         s.next_apply = ctx.passed + s.apply_samples(ctx.attrs);
     }
 }
@@ -526,20 +561,25 @@ fn apply_one<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>, ti: usize
         }
     }
     if counted {
+        let Some(core_allowed) = core_filter(&s.scheme.filters, t, ti, i) else {
+            return;
+        };
+        sz = t.regions[i].sz();
+        // udamon's own time cut, after the core filters so that memory they
+        // reject is never cut.
+        let mut time_cut = false;
         if let Some(allow) = time_allowance(s) {
             if allow == 0 {
+                s.time_cut = true;
                 return;
             }
             if allow < sz {
                 sz = allow;
                 split_at(t, i, sz);
+                time_cut = s.total_charged_us > 0;
             }
         }
-        let Some(core_allowed) = core_filter(&s.scheme.filters, t, ti, i) else {
-            return;
-        };
         let r = t.regions[i];
-        sz = r.sz();
         let scheme = if core_allowed {
             &s.scheme_no_ops_filters
         } else {
@@ -568,6 +608,7 @@ fn apply_one<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>, ti: usize
         s.total_charged_us += out.cost_us;
         s.window_charged_us += out.cost_us;
         s.charged_sz += sz;
+        s.time_cut |= time_cut;
         if s.esz.is_some_and(|e| s.charged_sz >= e) {
             s.charge_target = Some(ti);
             s.charge_addr = r.ar.end + 1;
