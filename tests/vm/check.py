@@ -607,6 +607,11 @@ def check_overhead(d, out):
     paths = read(d, "paths.txt").split()
     dur = float(read(d, "duration.txt", "20").strip() or 20)
     rows, problems = [], []
+
+    def faults_per_s(tag):
+        f = read(d, f"faults-{tag}.txt", "").split()
+        return (int(f[1]) - int(f[0])) / dur if len(f) == 2 else None
+
     for p in paths:
         rc = read(d, f"rc-{p}.txt", "?").strip()
         cpu = read(d, f"cpu-{p}.txt", "").strip().splitlines()
@@ -639,7 +644,7 @@ def check_overhead(d, out):
         except ValueError:
             pass
         rows.append(dict(path=p, wall=wall, cpu=user + sys_, user=user, sys=sys_, kcpu=kcpu if kd else None,
-                         rss=maxrss, snaps=nsnap, regions=nreg, span=span,
+                         rss=maxrss, snaps=nsnap, regions=nreg, span=span, faults=faults_per_s(p),
                          self_cpu=selfrep.get("udamon_cpu_s_per_s") if isinstance(selfrep, dict) else None,
                          self_kcpu=selfrep.get("kdamond_cpu_s_per_s") if isinstance(selfrep, dict) else None))
     hdr = "    path       wall_s  monitored_s  udamon_cpu_s (user+sys)  cpu_s/s   kdamond_cpu_s  kdamond_s/s  maxrss_MiB  snapshots  avg_regions"
@@ -657,7 +662,12 @@ def check_overhead(d, out):
             for r in selfs))
     unavailable = read(d, "unavailable.txt", "").strip().replace("\n", "; ")
     summary = ", ".join(f"{r['path']} {r['cpu'] / r['wall']:.3f} CPU-s/s" +
-                        (f" + kdamond {r['kcpu'] / r['wall']:.3f}" if r["kcpu"] is not None else "") for r in rows)
+                        (f" + kdamond {r['kcpu'] / r['wall']:.3f}" if r["kcpu"] is not None else "") +
+                        (f", target {r['faults']:.0f} faults/s" if r["faults"] is not None else "")
+                        for r in rows)
+    base = faults_per_s("none")
+    if base is not None:
+        summary += f"; unmonitored target {base:.0f} faults/s"
     if unavailable:
         summary += f" (not available: {unavailable})"
     if problems or not rows:

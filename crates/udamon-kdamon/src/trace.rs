@@ -183,7 +183,9 @@ pub fn tracefs_dir(root: &Path) -> Option<PathBuf> {
 #[derive(Debug)]
 pub struct TraceSession {
     instance: PathBuf,
-    pipe: File,
+    /// Closed before the instance is removed: tracefs refuses to remove an
+    /// instance with an open file (EBUSY).
+    pipe: Option<File>,
     partial: String,
 }
 
@@ -222,7 +224,7 @@ impl TraceSession {
         match session {
             Ok(pipe) => Ok(Self {
                 instance,
-                pipe,
+                pipe: Some(pipe),
                 partial: String::new(),
             }),
             Err(e) => {
@@ -236,8 +238,11 @@ impl TraceSession {
     pub fn read_lines(&mut self) -> io::Result<Vec<String>> {
         let mut buf = vec![0u8; 64 * 1024];
         let mut out = Vec::new();
+        let Some(pipe) = self.pipe.as_mut() else {
+            return Ok(out);
+        };
         loop {
-            match self.pipe.read(&mut buf) {
+            match pipe.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
                     self.partial.push_str(&String::from_utf8_lossy(&buf[..n]));
@@ -261,6 +266,7 @@ impl TraceSession {
 
 impl Drop for TraceSession {
     fn drop(&mut self) {
+        self.pipe = None;
         let _ = fs::write(
             self.instance.join("events/damon/damon_aggregated/enable"),
             "0",

@@ -188,14 +188,22 @@ impl ProcOps {
     /// Whether target `i` is still the process that was chosen; marks it
     /// ended (exited, or its pid reused) when it is not.
     fn alive(&mut self, i: usize) -> bool {
-        let Some(t) = self.targets.get(i) else {
-            return false;
-        };
-        if t.ended.is_some() {
+        if self.targets.get(i).is_none_or(|t| t.ended.is_some()) {
             return false;
         }
+        let end = self.end_now(i);
+        if let Some(e) = end {
+            self.targets[i].ended = Some(e);
+        }
+        end.is_none()
+    }
+
+    /// Whether (and how) target `i` has stopped being the chosen process,
+    /// looked up now.
+    fn end_now(&self, i: usize) -> Option<TargetEnd> {
+        let t = self.targets.get(i)?;
         let now = start_time(&self.root, t.pid);
-        let end = match (&t.pidfd, t.start_time) {
+        match (&t.pidfd, t.start_time) {
             // A pidfd turns readable when its process exits; until then the
             // pid cannot be reused.
             (Some(fd), _) if !fd.exited() => None,
@@ -209,16 +217,15 @@ impl ProcOps {
                 None => Some(TargetEnd::Exited),
             },
             (None, None) => (!self.proc_dir(t.pid).exists()).then_some(TargetEnd::Exited),
-        };
-        if let Some(e) = end {
-            self.targets[i].ended = Some(e);
         }
-        end.is_none()
     }
 
     /// How target `i` ended, if it has.
     pub fn ended(&self, i: usize) -> Option<TargetEnd> {
-        self.targets.get(i).and_then(|t| t.ended)
+        self.targets
+            .get(i)
+            .and_then(|t| t.ended)
+            .or_else(|| self.end_now(i))
     }
 
     /// Execs of target `i` seen since the last call. An exec replaces the
@@ -376,9 +383,9 @@ impl Operations for ProcOps {
     }
 
     fn target_valid(&self, idx: usize) -> bool {
-        // `alive` is checked around every use and marks `ended`; this only
-        // reads what it found.
-        self.targets.get(idx).is_some_and(|t| t.ended.is_none())
+        self.targets
+            .get(idx)
+            .is_some_and(|t| t.ended.is_none() && self.end_now(idx).is_none())
     }
 
     /// `process_madvise` (pageout, cold, willneed, collapse) or

@@ -542,8 +542,7 @@ fn an_exec_is_followed_and_marked_or_ends_the_run() {
     // Accesses go on being seen after the exec (the written half).
     let last: serde_json::Value = raw
         .lines()
-        .filter(|l| l.contains("\"regions\""))
-        .last()
+        .rfind(|l| l.contains("\"regions\""))
         .map(|l| serde_json::from_str(l).unwrap())
         .unwrap();
     let seen = last["targets"][0]["regions"]

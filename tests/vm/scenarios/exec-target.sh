@@ -14,6 +14,7 @@ run_timed rec "$UD" apply prcl.txt --ops "$OPS" --sample 20ms --aggr 400ms --dur
 "$UD" report raw rec.udr > rec.raw.jsonl 2> rec.raw.err ||
     error "udamon report raw failed: $(head -c 300 rec.raw.err)"
 # With --stop-on-exec the run ends at the exec.
-run_timed stop "$UD" record --ops "$OPS" --duration 30s -o stop.udr --json --stop-on-exec \
+run_timed stop "$UD" record --ops "$OPS" --sample 20ms --aggr 400ms --duration 30s -o stop.udr \
+    --json --stop-on-exec \
     -- sh -c 'sleep 3; exec eight_objects 16 1 > wl2.log'
 ran
