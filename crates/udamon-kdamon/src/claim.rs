@@ -33,16 +33,6 @@ pub fn claim_path(root: &Path) -> PathBuf {
     root.join("run/udamon/kdamond.claim")
 }
 
-/// Field 22 (start time) of `ROOT/proc/PID/stat`.
-pub fn start_time(root: &Path, pid: u32) -> Option<u64> {
-    let s = fs::read_to_string(root.join(format!("proc/{pid}/stat"))).ok()?;
-    s[s.rfind(')')? + 2..]
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
-}
-
 impl Claim {
     fn to_text(&self) -> String {
         let pids: Vec<String> = self.target_pids.iter().map(u32::to_string).collect();
@@ -113,12 +103,16 @@ pub enum Verdict {
     Stale(Claim, String),
 }
 
+/// A process's start time by pid (`/proc/PID/stat` field 22), if it runs:
+/// the caller's, so this crate reads no process files of its own.
+pub type StartTime<'a> = &'a dyn Fn(u32) -> Option<u64>;
+
 /// Judges the claim under `root` against kdamond 0 there.
-pub fn judge(root: &Path) -> Verdict {
+pub fn judge(root: &Path, start_time: StartTime) -> Verdict {
     let Some(c) = Claim::read(root) else {
         return Verdict::NoClaim;
     };
-    if start_time(root, c.udamon_pid) == Some(c.udamon_start) {
+    if start_time(c.udamon_pid) == Some(c.udamon_start) {
         return Verdict::Running(c);
     }
     match mismatch(root, &c) {
@@ -174,8 +168,8 @@ fn mismatch(root: &Path, c: &Claim) -> Option<String> {
 /// Removes a kdamond that [`judge`] found to be a leftover: turns it off,
 /// removes it (`nr_kdamonds` 0), removes the dead run's tracefs instance
 /// and the claim. Checks the verdict again first; refuses anything else.
-pub fn clean_up(root: &Path) -> Result<Claim, String> {
-    let c = match judge(root) {
+pub fn clean_up(root: &Path, start_time: StartTime) -> Result<Claim, String> {
+    let c = match judge(root, start_time) {
         Verdict::Leftover(c) => c,
         Verdict::NoClaim => return Err("no kdamond of a udamon run is left".into()),
         Verdict::Running(c) => {
@@ -269,31 +263,23 @@ mod tests {
         let c = leftover_tree(root);
         let admin = crate::admin_dir(root);
         // The claiming udamon still runs (same pid, same start time).
-        put(
-            root,
-            "proc/50/stat",
-            &format!("50 (udamon) S {} 777 0\n", vec!["0"; 18].join(" ")),
-        );
-        assert_eq!(judge(root), Verdict::Running(c.clone()));
-        assert!(clean_up(root).is_err());
+        let running = |p: u32| (p == 50).then_some(777);
+        assert_eq!(judge(root, &running), Verdict::Running(c.clone()));
+        assert!(clean_up(root, &running).is_err());
         // Its pid now names another process: the run is gone.
-        put(
-            root,
-            "proc/50/stat",
-            &format!("50 (sh) S {} 999 0\n", vec!["0"; 18].join(" ")),
-        );
+        let gone = |p: u32| (p == 50).then_some(999);
         // Someone else's kdamond in its place (another thread pid): untouched.
         put(root, "sys/kernel/mm/damon/admin/kdamonds/0/pid", "901\n");
-        assert!(matches!(judge(root), Verdict::Stale(..)));
-        assert!(clean_up(root).is_err());
+        assert!(matches!(judge(root, &gone), Verdict::Stale(..)));
+        assert!(clean_up(root, &gone).is_err());
         assert_eq!(
             fs::read_to_string(admin.join("kdamonds/nr_kdamonds")).unwrap(),
             "1\n"
         );
         // The kdamond the claim describes: removed, claim gone.
         put(root, "sys/kernel/mm/damon/admin/kdamonds/0/pid", "900\n");
-        assert_eq!(judge(root), Verdict::Leftover(c));
-        clean_up(root).unwrap();
+        assert_eq!(judge(root, &gone), Verdict::Leftover(c));
+        clean_up(root, &gone).unwrap();
         assert_eq!(
             fs::read_to_string(admin.join("kdamonds/nr_kdamonds")).unwrap(),
             "0"

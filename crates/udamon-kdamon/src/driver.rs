@@ -78,6 +78,9 @@ pub struct KdamonDriver {
     started_at: Option<Instant>,
     last_end_us: u64,
     deadline_us: Option<u64>,
+    /// This process's start time, to write a claim with
+    /// ([`claim_as`](Self::claim_as)); no claim without it.
+    claim_start: Option<u64>,
 }
 
 impl std::fmt::Debug for KdamonDriver {
@@ -114,7 +117,15 @@ impl KdamonDriver {
             started_at: None,
             last_end_us: 0,
             deadline_us: None,
+            claim_start: None,
         }
+    }
+
+    /// Claims the kdamond this driver creates for this process, whose
+    /// start time (`/proc/self/stat` field 22) is `start`, so that a later
+    /// udamon can prove it udamon's if this run dies ([`crate::claim`]).
+    pub fn claim_as(&mut self, start: Option<u64>) {
+        self.claim_start = start;
     }
 
     pub fn admin(&self) -> &Path {
@@ -475,7 +486,7 @@ impl KdamonDriver {
     /// is simply not provably udamon's.
     fn write_claim(&mut self) {
         let me = std::process::id();
-        let Some(udamon_start) = crate::claim::start_time(Path::new("/"), me) else {
+        let Some(udamon_start) = self.claim_start else {
             return;
         };
         let kdamond_pid = self

@@ -63,16 +63,24 @@ impl TargetEnd {
     }
 }
 
-/// Field 22 (start time in clock ticks) of `ROOT/proc/PID/stat`.
-fn start_time(root: &Path, pid: u32) -> Option<u64> {
+/// Numeric field `n` (1-based, as proc(5) numbers them; 3 and later) of
+/// `ROOT/proc/PID/stat`.
+pub fn stat_field(root: &Path, pid: u32, n: usize) -> Option<u64> {
     let s = std::fs::read_to_string(root.join(format!("proc/{pid}/stat"))).ok()?;
-    // Fields after the command name, which is in parentheses: state is
-    // field 3, so start time (22) is the 20th after it.
+    // Fields after the command name, which is in parentheses and may hold
+    // spaces: the state, field 3, comes first.
     s[s.rfind(')')? + 2..]
         .split_whitespace()
-        .nth(19)?
+        .nth(n.checked_sub(3)?)?
         .parse()
         .ok()
+}
+
+/// A process's start time (`/proc/PID/stat` field 22, clock ticks since
+/// boot): with its pid, it names the process, not whichever one has the
+/// pid later.
+pub fn start_time(root: &Path, pid: u32) -> Option<u64> {
+    stat_field(root, pid, 22)
 }
 
 /// The operations set for live processes: `target_ranges` from

@@ -516,7 +516,7 @@ pub fn probe(root: &Path) -> Features {
     };
 
     // kdamonds someone else runs (or a udamon run, which its claim proves).
-    let verdict = udamon_kdamon::claim::judge(root);
+    let verdict = udamon_kdamon::claim::judge(root, &|pid| udamon_proc::start_time(root, pid));
     let (udamon_pid, udamon_running) = match &verdict {
         udamon_kdamon::claim::Verdict::Running(c) => (Some(c.udamon_pid), Some(true)),
         udamon_kdamon::claim::Verdict::Leftover(c) => (Some(c.udamon_pid), Some(false)),

@@ -959,3 +959,22 @@ fn man_has_a_page_for_every_subcommand() {
         text(&out.stderr)
     );
 }
+
+/// An imported damo record is whole: its summary says where it came from,
+/// not that the run did not finish.
+#[test]
+fn an_imported_record_has_an_import_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let damo = repo_file("crates/udamon/tests/data/damo-3.4.3.json");
+    let out = udamon(d, &["import", &damo, "-o", "d.udr"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = udamon(d, &["report", "summary", "d.udr"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("imported from damo's json record"), "{s}");
+    assert!(!s.contains("did not finish"), "{s}");
+    let out = udamon(d, &["report", "summary", "d.udr", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["damo_format"], "json");
+}

@@ -504,6 +504,27 @@ fn record_while(extra: &[&str], secs: u32, meanwhile: impl FnOnce(&Path)) -> ser
     v
 }
 
+/// The summary stored in a live record does not claim a size of 0 (the
+/// size is known only once the file is written), and says how long udamon
+/// spent, set-up included.
+#[test]
+fn a_live_record_summary_is_true() {
+    let v = record_while(&[], 3, |_| {});
+    assert_eq!(v["ended_by"], "duration", "{v}");
+    assert!(v["record_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["udamon_cpu_s"].as_f64().unwrap() > 0.0, "{v}");
+    let raw = v["raw"].as_str().unwrap();
+    let stored: serde_json::Value = raw
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "summary")
+        .map(|e| e["value"].clone())
+        .unwrap();
+    assert!(stored.get("record_bytes").is_none(), "{stored}");
+    assert_eq!(stored["ended_by"], "duration");
+    assert_eq!(stored["gaps"], 0);
+}
+
 /// The target's pid names another process (its start time changed): the
 /// run ends there, `ended_by: "target replaced"`, and nothing more is read.
 #[test]

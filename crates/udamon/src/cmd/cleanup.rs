@@ -7,7 +7,7 @@ use crate::cli::CleanupArgs;
 use crate::output::print_json;
 
 pub fn run(a: CleanupArgs) -> Result<()> {
-    let r = claim::clean_up(&a.root);
+    let r = claim::clean_up(&a.root, &|pid| udamon_proc::start_time(&a.root, pid));
     if a.json {
         return print_json(&match &r {
             Ok(c) => serde_json::json!({

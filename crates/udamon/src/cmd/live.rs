@@ -435,16 +435,13 @@ pub fn rss_swap_kb(root: &Path, pid: u32) -> (Option<u64>, Option<u64>) {
     (proc_field(&s, "VmRSS:"), proc_field(&s, "VmSwap:"))
 }
 
-/// CPU seconds (user + system) of a thread or process from its stat file.
-fn stat_cpu_s(path: &Path) -> Option<f64> {
-    let s = std::fs::read_to_string(path).ok()?;
-    // Fields after the command name, which is in parentheses.
-    let rest = &s[s.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+/// CPU seconds (user + system: stat fields 14 and 15) of a thread or
+/// process.
+fn stat_cpu_s(root: &Path, pid: u32) -> Option<f64> {
+    let ticks = udamon_proc::stat_field(root, pid, 14)? + udamon_proc::stat_field(root, pid, 15)?;
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some(ticks / hz)
+    Some(ticks as f64 / hz)
 }
 
 fn self_cpu_s() -> f64 {
@@ -807,6 +804,7 @@ fn monitor_pid(
             };
             config.snapshots = trace.is_none();
             let mut d = KdamonDriver::new(run.root.to_path_buf(), config);
+            d.claim_as(udamon_proc::start_time(Path::new("/"), std::process::id()));
             d.start().map_err(|e| {
                 // DAMON's special-purpose modules may hold DAMON exclusively
                 // (the kernel then says EBUSY): name them and the way out.
@@ -834,7 +832,8 @@ fn monitor_pid(
             stop::on_force(Some(Box::new(move || {
                 use udamon_kdamon::claim;
                 let me = std::process::id();
-                if matches!(claim::judge(&root), claim::Verdict::Running(c) if c.udamon_pid == me) {
+                let verdict = claim::judge(&root, &|pid| udamon_proc::start_time(&root, pid));
+                if matches!(verdict, claim::Verdict::Running(c) if c.udamon_pid == me) {
                     let _ = claim::remove_kdamond(&root, me);
                 }
             })));
@@ -928,8 +927,7 @@ fn monitor_pid(
     let kpid = (ops == OpsChoice::Kdamond)
         .then(|| kdamond_pid(run.root))
         .flatten();
-    let kstat =
-        |k: Option<u32>| k.and_then(|k| stat_cpu_s(&run.root.join(format!("proc/{k}/stat"))));
+    let kstat = |k: Option<u32>| k.and_then(|k| stat_cpu_s(run.root, k));
     let kcpu0 = kstat(kpid);
     let started = Instant::now();
     let mut progress = run
@@ -1166,6 +1164,30 @@ pub fn refuse_ops_with_sim(ops: OpsChoice, what: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn window(start_us: u64, end_us: u64) -> Snapshot {
+        Snapshot {
+            start_us,
+            end_us,
+            sample_us: 5_000,
+            aggr_us: 100_000,
+            targets: Vec::new(),
+        }
+    }
+
+    /// A window far longer than the aggregation interval is a gap; a slow
+    /// one (a busy machine: about twice the interval) is not.
+    #[test]
+    fn gaps_are_long_stalls_only() {
+        let mut g = Gaps::default();
+        assert!(g.check(&window(0, 190_000), 100_000).is_none());
+        assert!(g.check(&window(0, 1_000_000), 100_000).is_none());
+        let e = g.check(&window(1_000_000, 31_000_000), 100_000).unwrap();
+        assert_eq!(e["expected_us"], 100_000);
+        assert!(g.check(&window(0, 2_500_000), 1_000_000).is_none());
+        assert!(g.check(&window(0, 3_000_000), 1_000_000).is_some());
+        assert_eq!((g.count, g.longest_us), (2, 30_000_000));
+    }
 
     /// A command that ignores SIGTERM is killed after the grace period.
     #[test]
