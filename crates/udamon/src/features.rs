@@ -53,6 +53,20 @@ pub struct Features {
     /// DAMON_STAT) that are built in or loaded: their kdamonds are not in
     /// the sysfs tree, and the trace gets their events too.
     pub damon_modules: Vec<DamonModule>,
+    /// Kernel DAMON's operations sets; `None` when neither a context's
+    /// avail_operations nor the kernel config can be read (path choice then
+    /// lets the driver try: it reads avail_operations before using a set).
+    pub damon_ops: Option<Vec<OpsSet>>,
+}
+
+/// One of kernel DAMON's operations sets, as this kernel offers it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpsSet {
+    /// "vaddr", "fvaddr" or "paddr".
+    pub name: &'static str,
+    pub offered: bool,
+    /// What provides it (a config option and kernel version).
+    pub needs: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -410,6 +424,50 @@ impl Damon {
         }
     }
 
+    /// Each operations set: offered or not (`None`: unknown), and what
+    /// provides it; from a context's avail_operations, else the kernel
+    /// config. `None` as a whole when neither is there to read.
+    fn ops_sets(&self, m: &Machine) -> Option<(Vec<OpsSet>, String)> {
+        if !self.present {
+            return Some((
+                OPS.iter()
+                    .map(|o| OpsSet {
+                        name: o,
+                        offered: false,
+                        needs: SYSFS_NEEDS,
+                    })
+                    .collect(),
+                "no DAMON sysfs".into(),
+            ));
+        }
+        let needs = |o| needs_for_keyword(o).unwrap_or("a newer kernel");
+        let file = self
+            .seen
+            .get(&format!("{CONTEXT}/avail_operations"))
+            .and_then(|at| Some((m.read(&format!("{ADMIN}/{at}"))?, at)));
+        let (offered, basis) = match file {
+            Some((s, at)) => {
+                let ops: Vec<&str> = s.split_whitespace().collect();
+                (OPS.map(|o| ops.contains(&o)), format!("read from {at}"))
+            }
+            None if m.cfg.is_some() => (
+                OPS.map(|o| m.meets(needs(o)) == Some(true)),
+                "by kernel config".into(),
+            ),
+            None => return None,
+        };
+        let sets = OPS
+            .iter()
+            .zip(offered)
+            .map(|(o, offered)| OpsSet {
+                name: o,
+                offered,
+                needs: needs(o),
+            })
+            .collect();
+        Some((sets, basis))
+    }
+
     /// Operations sets: a context's avail_operations, else the kernel config.
     fn operations(&self, m: &Machine) -> (bool, String) {
         let needs = |o| needs_for_keyword(o).unwrap_or("a newer kernel");
@@ -507,6 +565,7 @@ pub fn probe(root: &Path) -> Features {
         },
     }];
     damon.rows(&m, &mut f);
+    let damon_ops = damon.ops_sets(&m).map(|(sets, _)| sets);
     let mut row = |name, (available, detail): (bool, String)| {
         f.push(Feature {
             name,
@@ -795,6 +854,7 @@ pub fn probe(root: &Path) -> Features {
         features: f,
         foreign_kdamonds: foreign,
         damon_modules: damon_modules(root),
+        damon_ops,
     }
 }
 

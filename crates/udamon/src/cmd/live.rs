@@ -250,30 +250,12 @@ fn feature<'a>(f: &'a Features, name: &str) -> (bool, &'a str) {
         .map_or((false, "not probed"), |x| (x.available, x.detail.as_str()))
 }
 
-/// Why kernel DAMON does not offer operations set `op`, from the
-/// `damon_operations` row ("vaddr, paddr; fvaddr needs ...; by kernel
-/// config"); `None` when it does.
+/// Why kernel DAMON does not offer operations set `op`; `None` when it
+/// does, or when nothing says (the driver then reads avail_operations
+/// before using a set and names what lacks).
 fn damon_lacks(f: &Features, op: &str) -> Option<String> {
-    let (ok, detail) = feature(f, "damon_operations");
-    // Neither a context to read nor a kernel config: let the driver try;
-    // it reads avail_operations before using a set and names what lacks.
-    if detail.starts_with("unknown") {
-        return None;
-    }
-    let items: Vec<&str> = detail
-        .split("; ")
-        .take_while(|s| !s.starts_with("by ") && !s.starts_with("read from"))
-        .flat_map(|s| s.split(", "))
-        .collect();
-    if ok && items.contains(&op) {
-        return None;
-    }
-    Some(
-        match items.iter().find(|i| i.starts_with(&format!("{op} needs"))) {
-            Some(i) => format!("damon_operations: {i}"),
-            None => format!("damon_operations: {detail}"),
-        },
-    )
+    let set = f.damon_ops.as_ref()?.iter().find(|s| s.name == op)?;
+    (!set.offered).then(|| format!("damon_operations: {op} needs {}", set.needs))
 }
 
 /// Why each path is or is not usable here; `None` when usable.
