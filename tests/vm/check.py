@@ -810,7 +810,87 @@ def check_exec(d, out):
     return msg
 
 
+def check_coexist(d, out):
+    """DAMON_STAT's events stay out of udamon's record; an idle foreign
+    kdamond is refused with a way out, never acted through soft-dirty by
+    auto, never touched."""
+    feats = json_file(d, "features2.json") or {}
+    mods = {m["module"]: m for m in feats.get("damon_modules", [])}
+    st = mods.get("damon_stat")
+    stat_msg = "DAMON_STAT absent"
+    if read(d, "stat-enabled.txt", "").strip() == "Y":
+        brc, berr = read(d, "busy.rc", "?").strip(), read(d, "busy.err", "")
+        arc = read(d, "busyauto.rc", "?").strip()
+        auto = json_file(d, "busyauto.out") if arc == "0" else {}
+        stat_msg = (f"DAMON_STAT on: features says enabled={st.get('enabled') if st else None}, "
+                    f"--ops kdamond exit {brc}, auto exit {arc} with {auto.get('ops') if auto else None}")
+        if not (st and st.get("enabled")):
+            raise Fail("DAMON_STAT runs but udamon features does not say so: " + stat_msg)
+        if brc != "3" or "DAMON_STAT" not in berr or "echo N" not in berr:
+            raise Fail("--ops kdamond did not name DAMON_STAT: " + stat_msg + f"; {berr.strip()[-300:]}")
+        if arc != "0" or not auto or auto.get("ops") == "kdamond":
+            raise Fail("--ops auto did not move on from kernel DAMON: " + stat_msg +
+                       f"; {read(d, 'busyauto.err', '').strip()[-300:]}")
+    maps = []
+    for line in read(d, "maps.txt", "").splitlines():
+        a = line.split()[0].split("-")
+        maps.append((int(a[0], 16), int(a[1], 16)))
+    lo, hi = min(m[0] for m in maps), max(m[1] for m in maps)
+    _, snaps = load_raw(d, "rec.raw.jsonl")
+    outside = [(r["start"], r["end"]) for s in snaps for r in regions_of(s)
+               if r["start"] < lo or r["end"] > hi]
+    msg = (f"{stat_msg}; record: {len(snaps)} snapshots, {len(outside)} regions outside the "
+           f"process's {lo:#x}-{hi:#x}")
+    if outside:
+        raise Fail(f"foreign regions in udamon's record (first {outside[0][0]:#x}-{outside[0][1]:#x}): " + msg)
+    krc = read(d, "k.rc", "?").strip()
+    kerr = read(d, "k.err", "")
+    arc = read(d, "auto.rc", "?").strip()
+    aerr = read(d, "auto.err", "")
+    auto = json_file(d, "auto.out") if arc == "0" else None
+    clean = json_file(d, "cleanup.json") or {}
+    after = read(d, "leftover-after.txt", "?").strip()
+    msg += (f"; idle foreign kdamond: --ops kdamond exit {krc}, auto apply exit {arc}"
+            f"{' with ' + auto.get('ops') if auto else ''}, cleanup removed {clean.get('removed')}, "
+            f"after: nr_kdamonds/state {after!r}")
+    if krc != "3" or "damo stop" not in kerr or "state off" not in kerr:
+        raise Fail("--ops kdamond did not refuse with the way out: " + msg + f"; {kerr.strip()[-300:]}")
+    if arc == "0":
+        if not auto or auto.get("ops") == "softdirty":
+            raise Fail("auto acted through write-only monitoring: " + msg)
+    elif arc != "3" or "sees writes only" not in aerr:
+        raise Fail("auto refused without saying why: " + msg + f"; {aerr.strip()[-300:]}")
+    if clean.get("removed") is not False or after != "1 off":
+        raise Fail("the foreign kdamond was touched: " + msg)
+    return msg
+
+
+def check_pid_reuse(d, out):
+    """No action reaches the process that got the target's pid."""
+    p, _, q = read(d, "pids.txt", "").strip().partition(" ")
+    rep = json_file(d, "apply.out") or {}
+    rc = read(d, "apply.rc", "?").strip()
+    second = [l for l in read(d, "second.log", "").splitlines() if l.startswith("report usr1")]
+    swapped = None
+    for l in second:
+        kv_ = dict(x.split("=", 1) for x in l.split()[2:] if "=" in x)
+        if kv_.get("part") == "cold":
+            swapped = int(kv_.get("swapped", "-1"))
+    msg = (f"target pid {p}, new process pid {q}; udamon exit {rc}, ended_by {rep.get('ended_by')} "
+           f"after {rep.get('monitored_s', 0):.1f}s, sz_applied "
+           f"{((rep.get('schemes') or [{}])[0]).get('sz_applied')}; new process's swapped pages {swapped}")
+    if p != q:
+        raise Fail("the pid was not reused (ns_last_pid), the case was not made: " + msg)
+    if rc != "0" or rep.get("ended_by") not in ("target exited", "target replaced"):
+        raise Fail("the run did not end with the target: " + msg)
+    if swapped is None or swapped != 0:
+        raise Fail("the new process was acted on: " + msg)
+    return msg
+
+
 CHECKS = {
+    "pid-reuse": check_pid_reuse,
+    "coexist": check_coexist,
     "signals": check_signals,
     "exec-target": check_exec,
     "paddr": check_paddr,

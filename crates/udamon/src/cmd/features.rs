@@ -27,8 +27,8 @@ pub fn run(a: FeaturesArgs) -> Result<()> {
     for m in &f.damon_modules {
         if m.enabled {
             println!(
-                "{} is enabled (kdamond pid {}): its kdamond runs outside the sysfs tree; \
-                 udamon leaves it alone and ignores its trace events ({})",
+                "{} is enabled (kdamond pid {}): it holds kernel DAMON while it runs \
+                 (--ops kdamond is unavailable), and udamon leaves it alone ({})",
                 m.module.to_uppercase(),
                 m.kdamond_pid.map_or("-".into(), |p| p.to_string()),
                 m.disable_hint()

@@ -275,6 +275,15 @@ fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> {
         OpsChoice::Kdamond => {
             let mut why: Vec<String> = need(&["kernel_damon_sysfs"]).into_iter().collect();
             why.extend(damon_lacks(f, if phys { "paddr" } else { "vaddr" }));
+            // A running DAMON module holds kernel DAMON: another kdamond fails
+            // to start with EBUSY (seen with DAMON_STAT on Linux 7.3).
+            why.extend(f.damon_modules.iter().filter(|m| m.enabled).map(|m| {
+                format!(
+                    "{} is enabled and holds kernel DAMON ({})",
+                    m.module.to_uppercase(),
+                    m.disable_hint()
+                )
+            }));
             why.extend(f.foreign_kdamonds.iter().map(|k| {
                 if let (Some(u), Some(false)) = (k.udamon_pid, k.udamon_running) {
                     return format!(
