@@ -234,6 +234,22 @@ impl KdamonDriver {
         }
         if !self.owned {
             self.write(&self.admin.join("kdamonds/nr_kdamonds"), "1")?;
+            // Another tool may have created a kdamond between our read of
+            // nr_kdamonds and this write (sysfs has no compare-and-swap):
+            // only a fresh kdamond (off, no context) is taken as ours; any
+            // other is left exactly as it is.
+            let k = self.kdamond();
+            let fresh = self.read(&k.join("state")).is_ok_and(|s| s == "off")
+                && self
+                    .read(&k.join("contexts/nr_contexts"))
+                    .is_ok_and(|n| n == "0");
+            if !fresh {
+                return Err(KdamonError::Foreign {
+                    state: self.read(&k.join("state")).unwrap_or_else(|_| "?".into()),
+                    pid: self.read(&k.join("pid")).unwrap_or_else(|_| "?".into()),
+                    path: k,
+                });
+            }
             self.owned = true;
         }
         match self.setup() {

@@ -669,3 +669,46 @@ fn scheme_extras_read_back_or_are_absent() {
     let x = d.scheme_extras().unwrap();
     assert_eq!((x[0].effective_bytes, x[0].tried_bytes), (None, None));
 }
+
+/// Another tool creates its kdamond between udamon's check and its write
+/// of `nr_kdamonds`: what udamon finds is not a fresh kdamond, so it takes
+/// nothing, configures nothing and removes nothing.
+#[test]
+fn a_kdamond_created_in_the_race_is_left_alone() {
+    struct Racer(FakeKernel, PathBuf);
+    impl Sysfs for Racer {
+        fn read(&mut self, p: &Path) -> io::Result<String> {
+            self.0.read(p)
+        }
+        fn write(&mut self, p: &Path, v: &str) -> io::Result<()> {
+            self.0.write(p, v)?;
+            if p.ends_with("kdamonds/nr_kdamonds") && v == "1" {
+                // The other tool's configuration, written meanwhile.
+                let k = self.1.join("kdamonds/0");
+                std::fs::write(k.join("contexts/nr_contexts"), "1\n")?;
+                std::fs::write(k.join("state"), "on\n")?;
+            }
+            Ok(())
+        }
+        fn exists(&mut self, p: &Path) -> bool {
+            self.0.exists(p)
+        }
+        fn list(&mut self, d: &Path) -> io::Result<Vec<String>> {
+            self.0.list(d)
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let racer = Racer(fake, admin_dir(dir.path()));
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(racer));
+    let e = d.start().unwrap_err();
+    assert!(matches!(e, KdamonError::Foreign { .. }), "{e}");
+    d.stop().unwrap();
+    drop(d);
+    let writes: Vec<String> = log
+        .borrow()
+        .iter()
+        .map(|(p, v)| format!("{p}={v}"))
+        .collect();
+    assert_eq!(writes, ["kdamonds/nr_kdamonds=1"], "{writes:?}");
+}

@@ -42,6 +42,9 @@ struct ProcTarget {
     ended: Option<TargetEnd>,
     /// Execs seen since the last [`ProcOps::take_execs`].
     execs: u32,
+    /// The maps read for the apply pass at this engine time: one read of
+    /// `/proc/PID/maps` per pass, not per region acted on.
+    pass_maps: Option<(u64, Vec<crate::Mapping>)>,
 }
 
 /// How a target stopped being the process that was chosen.
@@ -144,6 +147,7 @@ impl ProcOps {
                 start_time: start_time(&root, pid),
                 ended: None,
                 execs: 0,
+                pass_maps: None,
             });
         }
         Ok(Self {
@@ -264,6 +268,7 @@ impl ProcOps {
             Ok(pm) => {
                 let t = &mut self.targets[i];
                 t.pagemap = Some(pm);
+                t.pass_maps = None;
                 t.execs += 1;
                 true
             }
@@ -405,7 +410,7 @@ impl Operations for ProcOps {
         idx: usize,
         range: AddrRange,
         scheme: &Damos,
-        _now_us: u64,
+        now_us: u64,
     ) -> ApplyOutcome {
         let started = Instant::now();
         // Never act on a process the run did not verify at this moment: not
@@ -425,13 +430,27 @@ impl Operations for ProcOps {
             });
             return ApplyOutcome::default();
         }
-        let parts = match read_maps(&self.root, pid) {
-            Ok(m) if self.alive(idx) => live_parts(range, &m),
-            Ok(_) | Err(ProcError::Gone { .. }) => return ApplyOutcome::default(),
-            Err(e) => {
-                self.note(e);
-                return ApplyOutcome::default();
-            }
+        // The mappings as they are in this pass (one read per pass: the
+        // regions of a pass are acted on within the same moment).
+        let cached = self.targets[idx]
+            .pass_maps
+            .as_ref()
+            .filter(|(at, _)| *at == now_us)
+            .map(|(_, m)| live_parts(range, m));
+        let parts = match cached {
+            Some(p) => p,
+            None => match read_maps(&self.root, pid) {
+                Ok(m) if self.alive(idx) => {
+                    let p = live_parts(range, &m);
+                    self.targets[idx].pass_maps = Some((now_us, m));
+                    p
+                }
+                Ok(_) | Err(ProcError::Gone { .. }) => return ApplyOutcome::default(),
+                Err(e) => {
+                    self.note(e);
+                    return ApplyOutcome::default();
+                }
+            },
         };
         let passed: u64 = parts.iter().map(AddrRange::sz).sum();
         let result = match (scheme.action, madvise_advice(scheme.action)) {

@@ -694,9 +694,15 @@ fn features_names_damon_modules() {
     assert_eq!(v["damon_modules"][1]["kdamond_pid"], 55, "{v}");
     // While it runs, it holds kernel DAMON: --ops kdamond names it.
     let pid = PID.to_string();
-    let out = udamon(dir.path(), &["record", "--ops", "kdamond", "--pid", &pid, "--root", r]);
+    let out = udamon(
+        dir.path(),
+        &["record", "--ops", "kdamond", "--pid", &pid, "--root", r],
+    );
     assert_eq!(out.status.code(), Some(3));
     let err = text(&out.stderr);
-    assert!(err.contains("DAMON_STAT is enabled and holds kernel DAMON (echo N > "), "{err}");
+    assert!(
+        err.contains("DAMON_STAT is enabled and holds kernel DAMON (echo N > "),
+        "{err}"
+    );
     assert_eq!(v["damon_modules"][0]["enabled"], false, "{v}");
 }
