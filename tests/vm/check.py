@@ -888,7 +888,30 @@ def check_pid_reuse(d, out):
     return msg
 
 
+def check_stall(d, out):
+    """Windows that a long pageout stretched are reported as gaps, all of
+    them, and only them."""
+    rep = json_file(d, "apply.out") or {}
+    _, snaps = load_raw(d, "apply.raw.jsonl")
+    gaps = [l for l in read(d, "apply.raw.jsonl", "").splitlines() if l.startswith('{"type":"gap"')]
+    aggr = snaps[0].get("aggr_us") or 100000
+    long_ = [s["end_us"] - s["start_us"] for s in snaps
+             if s["end_us"] - s["start_us"] >= max(3 * aggr, aggr + 1_000_000)]
+    summ = read(d, "summary.txt", "")
+    msg = (f"{len(snaps)} snapshots, longest window {max(s['end_us'] - s['start_us'] for s in snaps) / 1e6:.1f}s; "
+           f"summary gaps {rep.get('gaps')} (longest {rep.get('longest_gap_s')}s), {len(gaps)} gap entries, "
+           f"{len(long_)} long windows; swap {((rep.get('schemes') or [{}])[0]).get('sz_applied', 0) / 2**20:.0f} MiB paged out")
+    if not long_:
+        raise Fail("no aggregation was stretched (the stall this scenario needs did not happen): " + msg)
+    if rep.get("gaps") != len(long_) or len(gaps) != len(long_):
+        raise Fail("gaps not reported as they happened: " + msg)
+    if "gaps" not in summ:
+        raise Fail("report summary does not say there were gaps: " + msg)
+    return msg
+
+
 CHECKS = {
+    "stall": check_stall,
     "pid-reuse": check_pid_reuse,
     "coexist": check_coexist,
     "signals": check_signals,

@@ -461,6 +461,16 @@ fn summary_cmd(a: JsonFileArgs) -> Result<()> {
         if let Some(k) = f("kdamond_cpu_s_per_s") {
             println!("kdamond    {k:.4} s/s");
         }
+        if let Some(n) = summary["gaps"].as_u64().filter(|&n| n > 0) {
+            println!(
+                "gaps       {n} window(s) far longer than the aggregation interval, the longest \
+                 {:.1}s: no snapshot describes those times window by window",
+                f("longest_gap_s").unwrap_or(0.0)
+            );
+        }
+        if let Some(n) = summary["execs"].as_u64().filter(|&n| n > 0) {
+            println!("execs      {n}: the target exec'd; regions started afresh after each");
+        }
     } else {
         println!(
             "{} ({}, seed {}): {:.1}s simulated, {} snapshots, {:.0} regions on average",
