@@ -910,7 +910,38 @@ def check_stall(d, out):
     return msg
 
 
+def check_trace_cost(d, out):
+    """Pageout done per kdamond CPU-second, tracepoint on and off."""
+    figs, rates = [], {}
+    for tag in ("trace", "notrace"):
+        rep = json_file(d, f"{tag}.out") or {}
+        kd = {}
+        for line in read(d, f"kdamond-{tag}.txt", "").splitlines():
+            x = line.split()
+            if len(x) >= 5:
+                kd[x[1]] = int(x[3]) + int(x[4])
+        kcpu = sum(kd.values()) / 100.0
+        swap_kb = int((read(d, f"swap-{tag}.txt", "VmSwap: 0 kB").split() + ["0", "0"])[1])
+        sch = (rep.get("schemes") or [{}])[0]
+        applied = sch.get("sz_applied", 0) / 2**20
+        # What was really paged out (the kernel's sz_applied also counts
+        # pages it found already out) per kdamond CPU-second.
+        rates[tag] = swap_kb / 1024 / kcpu if kcpu > 0 else None
+        figs.append(f"{tag}: snapshots from {rep.get('source')!r}, kdamond {kcpu:.2f} CPU-s, "
+                    f"VmSwap {swap_kb / 1024:.0f} MiB (sz_applied {applied:.0f} MiB), "
+                    f"{rates[tag] if rates[tag] is None else round(rates[tag], 1)} MiB swapped per kdamond CPU-s")
+    msg = "; ".join(figs)
+    if any(r is None for r in rates.values()):
+        raise Fail("a run has no kdamond CPU figure: " + msg)
+    if str((json_file(d, "notrace.out") or {}).get("source")).startswith("tracefs"):
+        raise Fail("the run without tracefs still read the trace: " + msg)
+    if rates["trace"] < 0.5 * rates["notrace"]:
+        raise Fail("the tracepoint halves kernel DAMON's pageout per CPU-second: " + msg)
+    return msg
+
+
 CHECKS = {
+    "trace-cost": check_trace_cost,
     "stall": check_stall,
     "pid-reuse": check_pid_reuse,
     "coexist": check_coexist,

@@ -196,8 +196,8 @@ impl TraceSession {
             io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
-                    "no tracefs under {}/sys/kernel/tracing (mount it: mount -t tracefs nodev /sys/kernel/tracing)",
-                    root.display()
+                    "no tracefs at {} (mount it: mount -t tracefs nodev /sys/kernel/tracing)",
+                    root.join("sys/kernel/tracing").display()
                 ),
             )
         })?;

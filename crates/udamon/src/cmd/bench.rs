@@ -346,6 +346,7 @@ fn time_heatmap(record: &Path, png: &Path) -> Result<(f64, u64)> {
         .arg(record)
         .arg("-o")
         .arg(png)
+        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .context("cannot run the heatmap report")?;
