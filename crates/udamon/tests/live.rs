@@ -146,6 +146,12 @@ fn softdirty_record_is_labelled_write_only_and_sees_the_written_half() {
     // machine: a second of monitoring gives up to 10 snapshots.
     let n = s["snapshots"].as_u64().unwrap();
     assert!((1..=10).contains(&n), "{s}");
+    // Soft-dirty's side effects are said before it starts.
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("clears the whole process's soft-dirty bits"),
+        "{err}"
+    );
     // clear_refs got "4" (soft-dirty reset) from the monitor.
     assert_eq!(
         fs::read_to_string(root.join(format!("proc/{PID}/clear_refs"))).unwrap(),
@@ -159,6 +165,8 @@ fn softdirty_record_is_labelled_write_only_and_sees_the_written_half() {
     let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
     assert_eq!(header["kind"], "softdirty", "{header}");
     assert_eq!(header["params"]["write_only"], true, "{header}");
+    // What nr_accesses counts is said, not implied.
+    assert_eq!(header["params"]["nr_accesses"], "window", "{header}");
     assert_eq!(header["targets"][0]["label"], "fake workload");
     // Bytes seen accessed in the soft-dirty half vs the clean half of the heap.
     let (mut dirty, mut clean) = (0u64, 0u64);
@@ -705,4 +713,38 @@ fn features_names_damon_modules() {
         "{err}"
     );
     assert_eq!(v["damon_modules"][0]["enabled"], false, "{v}");
+}
+
+/// A fake tree's pid names no process of this machine: an action there is
+/// never sent to the machine's process of that pid (no pidfd is opened, and
+/// the run says so) .
+#[test]
+fn actions_under_a_fake_root_never_reach_the_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    fs::write(dir.path().join("prcl.txt"), "4K max 0 0 1s max pageout\n").unwrap();
+    let r = root.to_str().unwrap();
+    let pid = PID.to_string();
+    let out = udamon(
+        dir.path(),
+        &[
+            "apply",
+            "prcl.txt",
+            "--ops",
+            "softdirty",
+            "--pid",
+            &pid,
+            "--root",
+            r,
+            "--duration",
+            "3s",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("no pidfd (a fake /proc tree"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schemes"][0]["sz_applied"], 0, "{v}");
 }
