@@ -468,39 +468,29 @@ impl Damon {
         Some((sets, basis))
     }
 
-    /// Operations sets: a context's avail_operations, else the kernel config.
+    /// The operations sets row: [`ops_sets`](Self::ops_sets) as text.
     fn operations(&self, m: &Machine) -> (bool, String) {
-        let needs = |o| needs_for_keyword(o).unwrap_or("a newer kernel");
-        let file = self
-            .seen
-            .get(&format!("{CONTEXT}/avail_operations"))
-            .and_then(|at| Some((m.read(&format!("{ADMIN}/{at}"))?, at)));
-        let (offered, basis) = match file {
-            Some((s, at)) => {
-                let ops: Vec<&str> = s.split_whitespace().collect();
-                (OPS.map(|o| ops.contains(&o)), format!("read from {at}"))
-            }
-            None if m.cfg.is_some() => (
-                OPS.map(|o| m.meets(needs(o)) == Some(true)),
-                "by kernel config".into(),
-            ),
-            None => {
-                let all = OPS.map(|o| format!("{o} needs {}", needs(o)));
-                return (
-                    false,
-                    format!(
-                        "unknown: no context's avail_operations to read and no kernel config ({})",
-                        all.join("; ")
-                    ),
-                );
-            }
+        let Some((sets, basis)) = self.ops_sets(m) else {
+            let all = OPS.map(|o| {
+                format!(
+                    "{o} needs {}",
+                    needs_for_keyword(o).unwrap_or("a newer kernel")
+                )
+            });
+            return (
+                false,
+                format!(
+                    "unknown: no context's avail_operations to read and no kernel config ({})",
+                    all.join("; ")
+                ),
+            );
         };
-        let mut items = OPS.map(|o| (o, None));
-        for ((o, n), ok) in items.iter_mut().zip(offered) {
-            *n = (!ok).then(|| needs(o));
-        }
+        let items: Vec<(&str, Option<&str>)> = sets
+            .iter()
+            .map(|s| (s.name, (!s.offered).then_some(s.needs)))
+            .collect();
         (
-            offered.contains(&true),
+            sets.iter().any(|s| s.offered),
             format!("{}; {basis}", listing(&items)),
         )
     }
