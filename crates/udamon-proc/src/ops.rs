@@ -214,16 +214,17 @@ impl ProcOps {
     /// looked up now.
     fn end_now(&self, i: usize) -> Option<TargetEnd> {
         let t = self.targets.get(i)?;
-        let now = start_time(&self.root, t.pid);
+        // Read only when needed: this runs at every sample.
+        let now = || start_time(&self.root, t.pid);
         match (&t.pidfd, t.start_time) {
             // A pidfd turns readable when its process exits; until then the
             // pid cannot be reused.
             (Some(fd), _) if !fd.exited() => None,
-            (Some(_), _) => Some(match now {
+            (Some(_), _) => Some(match now() {
                 Some(_) => TargetEnd::Replaced,
                 None => TargetEnd::Exited,
             }),
-            (None, Some(st)) => match now {
+            (None, Some(st)) => match now() {
                 Some(n) if n == st => None,
                 Some(_) => Some(TargetEnd::Replaced),
                 None => Some(TargetEnd::Exited),
@@ -458,7 +459,8 @@ impl Operations for ProcOps {
                 Some(fd) => fd.madvise(&parts, advice),
                 None => Ok(0),
             },
-            // move_pages takes a pid: checked just before (above) and after.
+            // move_pages takes a pid, checked just before (above); the
+            // kernel has no pidfd form of it.
             (Action::MigrateHot | Action::MigrateCold, _) => match scheme.target_nid {
                 Some(nid) => move_to_node(pid, &parts, nid),
                 None => Ok(0),

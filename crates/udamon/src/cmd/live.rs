@@ -258,6 +258,19 @@ fn damon_lacks(f: &Features, op: &str) -> Option<String> {
     (!set.offered).then(|| format!("damon_operations: {op} needs {}", set.needs))
 }
 
+/// DAMON modules that are enabled, each as a blocker of the kdamond path: a
+/// running module holds kernel DAMON, and another kdamond fails to start
+/// with EBUSY (seen with DAMON_STAT on Linux 7.3).
+fn modules_holding_damon(f: &Features) -> impl Iterator<Item = String> + '_ {
+    f.damon_modules.iter().filter(|m| m.enabled).map(|m| {
+        format!(
+            "{} is enabled and holds kernel DAMON ({})",
+            m.module.to_uppercase(),
+            m.disable_hint()
+        )
+    })
+}
+
 /// Why each path is or is not usable here; `None` when usable.
 fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> {
     let need = |names: &[&str]| {
@@ -275,15 +288,7 @@ fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> {
         OpsChoice::Kdamond => {
             let mut why: Vec<String> = need(&["kernel_damon_sysfs"]).into_iter().collect();
             why.extend(damon_lacks(f, if phys { "paddr" } else { "vaddr" }));
-            // A running DAMON module holds kernel DAMON: another kdamond fails
-            // to start with EBUSY (seen with DAMON_STAT on Linux 7.3).
-            why.extend(f.damon_modules.iter().filter(|m| m.enabled).map(|m| {
-                format!(
-                    "{} is enabled and holds kernel DAMON ({})",
-                    m.module.to_uppercase(),
-                    m.disable_hint()
-                )
-            }));
+            why.extend(modules_holding_damon(f));
             why.extend(f.foreign_kdamonds.iter().map(|k| {
                 if let (Some(u), Some(false)) = (k.udamon_pid, k.udamon_running) {
                     return format!(
@@ -655,16 +660,9 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
             .into());
         }
     }
-    if ops == OpsChoice::Kdamond {
-        let op = if phys { "paddr" } else { "vaddr" };
-        if let Some(why) = damon_lacks(&features, op) {
-            return Err(CapabilityError(format!(
-                "--ops kdamond cannot monitor {}: {why}",
-                if phys { "physical memory" } else { "a process" }
-            ))
-            .into());
-        }
-    } else {
+    // (`choose` already refused kernel DAMON without the operations set the
+    // target needs: it is one of the kdamond path's blockers.)
+    if ops != OpsChoice::Kdamond {
         for (i, s) in run.schemes.iter().enumerate() {
             let why = if phys && s.action != udamon_core::schemes::Action::Stat {
                 Some(format!(
@@ -755,6 +753,8 @@ fn monitor_pid(
         OpsChoice::Kdamond => "tracefs damon:damon_aggregated".to_string(),
         _ => "udamon engine".to_string(),
     };
+    // Our kdamond's thread (kernel DAMON only), once it runs.
+    let mut kpid = None;
     let mut live = match ops {
         OpsChoice::Kdamond => {
             let target = if phys {
@@ -797,25 +797,11 @@ fn monitor_pid(
             let mut d = KdamonDriver::new(run.root.to_path_buf(), config);
             d.claim_as(udamon_proc::start_time(Path::new("/"), std::process::id()));
             d.start().map_err(|e| {
-                // DAMON's special-purpose modules may hold DAMON exclusively
-                // (the kernel then says EBUSY): name them and the way out.
-                let held: Vec<String> = features
-                    .damon_modules
-                    .iter()
-                    .filter(|m| m.enabled)
-                    .map(|m| {
-                        format!(
-                            "{} is enabled ({})",
-                            m.module.to_uppercase(),
-                            m.disable_hint()
-                        )
-                    })
+                // A module enabled since the probe (the kernel then says
+                // EBUSY): name it and the way out.
+                let also: String = modules_holding_damon(&probe(run.root))
+                    .map(|m| format!("; {m}"))
                     .collect();
-                let also = if held.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {}", held.join("; "))
-                };
                 CapabilityError(format!("cannot start kernel DAMON: {e}{also}"))
             })?;
             // A second signal forces the exit, but never leaves our kdamond.
@@ -830,7 +816,8 @@ fn monitor_pid(
             })));
             let mut asm = Assembler::new(1, run.attrs.sample_us, run.attrs.aggr_us);
             // Events of other kdamonds (a DAMON module's) are not ours.
-            asm.only_from(kdamond_pid(run.root));
+            kpid = kdamond_pid(run.root);
+            asm.only_from(kpid);
             Live::Kernel(Box::new(Kernel {
                 driver: d,
                 trace: trace.map(|t| (t, asm)),
@@ -915,9 +902,6 @@ fn monitor_pid(
              them), and the process takes a fault on its first write to a page after each"
         );
     }
-    let kpid = (ops == OpsChoice::Kdamond)
-        .then(|| kdamond_pid(run.root))
-        .flatten();
     let kstat = |k: Option<u32>| k.and_then(|k| stat_cpu_s(run.root, k));
     let kcpu0 = kstat(kpid);
     let started = Instant::now();
