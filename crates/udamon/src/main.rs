@@ -75,7 +75,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
 fn error_message(err: &anyhow::Error) -> String {
     let mut msg = String::new();
     for cause in err.chain() {
-        let c = strip_os_error(&cause.to_string());
+        let c = output::plain_words(&cause.to_string());
         if msg.to_lowercase().contains(&c.to_lowercase()) {
             continue;
         }
@@ -85,27 +85,6 @@ fn error_message(err: &anyhow::Error) -> String {
         msg.push_str(&c);
     }
     msg
-}
-
-/// "No such file or directory (os error 2)" -> "no such file or directory".
-fn strip_os_error(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find(" (os error ") {
-        let (head, tail) = rest.split_at(i);
-        out.push_str(head);
-        // Lower-case the message the suffix belonged to: "...: No such" -> "no such".
-        if let Some(j) = out.rfind(": ") {
-            let k = j + 2;
-            if let Some(c) = out.get(k..k + 1) {
-                let lower = c.to_ascii_lowercase();
-                out.replace_range(k..k + 1, &lower);
-            }
-        }
-        rest = tail.find(')').map_or("", |j| &tail[j + 1..]);
-    }
-    out.push_str(rest);
-    out
 }
 
 fn main() -> ExitCode {

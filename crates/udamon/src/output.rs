@@ -193,15 +193,25 @@ pub fn prepare(flag: &str, path: &Path, inputs: &[&Path], others: &[&Path]) -> a
 
 /// An I/O error in plain words, without Rust's "(os error N)" suffix.
 pub fn plain_io(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => {
-            let mut t = s[..i].to_string();
-            if let Some(c) = t.get_mut(..1) {
-                c.make_ascii_lowercase();
-            }
-            t
+    plain_words(&e.to_string())
+}
+
+/// A message without Rust's "(os error N)" suffixes, the system's words
+/// they followed lower-cased: "x.udr: No such file or directory (os error
+/// 2)" -> "x.udr: no such file or directory".
+pub fn plain_words(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(" (os error ") {
+        let (head, tail) = rest.split_at(i);
+        out.push_str(head);
+        // The system's message starts after the last ": ", or at the start.
+        let k = out.rfind(": ").map_or(0, |j| j + 2);
+        if let Some(c) = out.get_mut(k..k + 1) {
+            c.make_ascii_lowercase();
         }
-        None => s,
+        rest = tail.find(')').map_or("", |j| &tail[j + 1..]);
     }
+    out.push_str(rest);
+    out
 }
