@@ -1,5 +1,7 @@
 //! `udamon apply` and `udamon schemes check`.
 
+use std::path::Path;
+
 use anyhow::Result;
 use serde::Serialize;
 use udamon_core::schemes::Damos;
@@ -14,15 +16,19 @@ use crate::output::print_json;
 use crate::UsageError;
 use udamon_sim::MonitorKind;
 
+/// The schemes of a scheme file; a file without any is bad input.
+pub fn read_schemes(path: &Path) -> Result<Vec<Damos>> {
+    let schemes = parse_file(path)?;
+    if schemes.is_empty() {
+        return Err(UsageError(format!("{}: no scheme in the file", path.display())).into());
+    }
+    Ok(schemes)
+}
+
 pub fn schemes(c: SchemesCommand) -> Result<()> {
     match c {
         SchemesCommand::Check { file, json } => {
-            let schemes = parse_file(&file)?;
-            if schemes.is_empty() {
-                return Err(
-                    UsageError(format!("{}: no scheme in the file", file.display())).into(),
-                );
-            }
+            let schemes = read_schemes(&file)?;
             if json {
                 return print_json(&to_json(&schemes));
             }
@@ -45,10 +51,7 @@ struct Comparison<'a> {
 }
 
 pub fn run(a: ApplyArgs) -> Result<()> {
-    let schemes: Vec<Damos> = parse_file(&a.schemes)?;
-    if schemes.is_empty() {
-        return Err(UsageError(format!("{}: no scheme in the file", a.schemes.display())).into());
-    }
+    let schemes = read_schemes(&a.schemes)?;
     let duration_us = run_duration(a.duration.as_deref())?;
     let attrs = attrs_from(&a.attrs)?;
     let Some(sim) = &a.sim else {

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
-use udamon_scheme_file::parse_file;
 use udamon_tune::replay::{from_record, ReplayOptions, ReplayStats};
 use udamon_tune::{Metrics, Runner, ScoreFn, SimRunner};
 
@@ -87,10 +86,7 @@ fn side(
 }
 
 pub fn run(a: ReplayArgs) -> Result<()> {
-    let schemes = parse_file(&a.schemes)?;
-    if schemes.is_empty() {
-        return Err(UsageError(format!("{}: no scheme in the file", a.schemes.display())).into());
-    }
+    let schemes = super::apply::read_schemes(&a.schemes)?;
     let scorer = score_fn(&a.score)?;
     // A damaged record replays its readable part: `open` says so.
     let reader = super::report::open(&a.record)?;
