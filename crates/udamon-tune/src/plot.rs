@@ -33,36 +33,43 @@ pub struct Series<'a> {
     pub points: &'a [(f64, f64)],
 }
 
-/// Writes the plot to `path`: `.png` or `.svg` by its extension.
-pub fn write(tuned: &Tuned, knob: &Knob, extra: &[Series], path: &Path) -> Result<()> {
-    register_fonts();
+/// Whether a plot is a PNG (else an SVG) by `path`'s extension; any other
+/// extension is bad input. Checks a path before the work that fills it.
+pub fn is_png(path: &Path) -> Result<bool> {
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    let size = (1000, 640);
-    let e = |e: String| Error::Plot(format!("{}: {e}", path.display()));
     match ext.as_deref() {
-        Some("png") => {
-            let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
-            {
-                let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
-                draw(&root, tuned, knob, extra).map_err(|x| e(x.to_string()))?;
-                root.present().map_err(|x| e(x.to_string()))?;
-            }
-            // Encoded here so that a failed write reads as an I/O error.
-            image::save_buffer(path, &rgb, size.0, size.1, image::ColorType::Rgb8)
-                .map_err(|x| e(x.to_string()))
-        }
-        Some("svg") => {
-            let root = SVGBackend::new(path, size).into_drawing_area();
-            draw(&root, tuned, knob, extra).map_err(|x| e(x.to_string()))?;
-            root.present().map_err(|x| e(x.to_string()))
-        }
+        Some("png") => Ok(true),
+        Some("svg") => Ok(false),
         _ => Err(Error::Usage(format!(
             "--plot {}: unknown image type (expected a .png or .svg file name)",
             path.display()
         ))),
+    }
+}
+
+/// Writes the plot to `path`: `.png` or `.svg` by its extension.
+pub fn write(tuned: &Tuned, knob: &Knob, extra: &[Series], path: &Path) -> Result<()> {
+    let png = is_png(path)?;
+    register_fonts();
+    let size = (1000, 640);
+    let e = |e: String| Error::Plot(format!("{}: {e}", path.display()));
+    if png {
+        let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
+        {
+            let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+            draw(&root, tuned, knob, extra).map_err(|x| e(x.to_string()))?;
+            root.present().map_err(|x| e(x.to_string()))?;
+        }
+        // Encoded here so that a failed write reads as an I/O error.
+        image::save_buffer(path, &rgb, size.0, size.1, image::ColorType::Rgb8)
+            .map_err(|x| e(x.to_string()))
+    } else {
+        let root = SVGBackend::new(path, size).into_drawing_area();
+        draw(&root, tuned, knob, extra).map_err(|x| e(x.to_string()))?;
+        root.present().map_err(|x| e(x.to_string()))
     }
 }
 

@@ -249,19 +249,7 @@ pub fn run(a: TuneArgs) -> Result<()> {
     .flatten()
     .collect();
     if let Some(p) = &a.plot {
-        if !matches!(
-            p.extension()
-                .and_then(|e| e.to_str())
-                .map(str::to_ascii_lowercase)
-                .as_deref(),
-            Some("png" | "svg")
-        ) {
-            return Err(UsageError(format!(
-                "--plot {}: unknown image type (expected a .png or .svg file name)",
-                p.display()
-            ))
-            .into());
-        }
+        udamon_tune::plot::is_png(p).map_err(ue)?;
         prepare("--plot", p, &inputs, a.output.as_deref().as_slice())?;
     }
     if let Some(p) = &a.output {
