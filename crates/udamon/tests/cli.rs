@@ -978,3 +978,38 @@ fn an_imported_record_has_an_import_summary() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["damo_format"], "json");
 }
+
+/// A scheme with quota goals reports their current values with its
+/// statistics; one without goals has none.
+#[test]
+fn scheme_statistics_carry_the_goals_current_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("small.toml"), SMALL).unwrap();
+    std::fs::write(
+        d.join("goal.toml"),
+        r#"
+[[scheme]]
+action = "pageout"
+access_pattern = { freq = ["0%", "0%"], age = ["1s", "max"] }
+[scheme.quota]
+size = "4M"
+reset_interval = "1s"
+[[scheme.quota.goals]]
+metric = "rss_bp"
+target = "50%"
+
+[[scheme]]
+action = "stat"
+"#,
+    )
+    .unwrap();
+    let out = udamon(d, &["apply", "goal.toml", "--sim", "small.toml", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &v["with_schemes"]["schemes"];
+    let goals = s[0]["goal_values"].as_array().unwrap();
+    assert_eq!(goals.len(), 1, "{s}");
+    assert!(goals[0].as_u64().unwrap() > 0, "{s}");
+    assert!(s[1].get("goal_values").is_none(), "{s}");
+}

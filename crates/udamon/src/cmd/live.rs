@@ -558,6 +558,12 @@ impl Live {
                     ));
                 }
                 na.push("nr_tried_regions: read only with tried-regions snapshots".into());
+                let has_goals = !s.quota.goals.is_empty();
+                if has_goals && x.goal_values.is_none() {
+                    na.push(format!(
+                        "goal_values: kernel {kernel} lacks quotas/goals/N/current_value (6.8)"
+                    ));
+                }
                 SchemeReport {
                     index,
                     action: s.action.name().to_string(),
@@ -568,6 +574,7 @@ impl Live {
                     nr_tried_regions: None,
                     tried_regions_bytes: x.tried_bytes,
                     active: None,
+                    goal_values: x.goal_values.filter(|_| has_goals),
                     not_available: na,
                     would_apply_bytes: None,
                 }

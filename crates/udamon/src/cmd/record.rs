@@ -101,6 +101,9 @@ pub struct SchemeReport {
     /// Whether the watermarks let the scheme run; null where the backend
     /// cannot tell (kernel DAMON does not say).
     pub active: Option<bool>,
+    /// The quota goals' current values, in order (schemes with goals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal_values: Option<Vec<u64>>,
     /// Figures this backend cannot report, each with why (shown as n/a).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_available: Vec<String>,
@@ -149,6 +152,7 @@ pub fn scheme_reports(states: &[SchemeState]) -> Vec<SchemeReport> {
             nr_tried_regions: Some(st.tried_regions.len()),
             tried_regions_bytes: Some(st.tried_regions.iter().map(|r| r.sz()).sum()),
             active: Some(st.active),
+            goal_values: (!st.scheme.quota.goals.is_empty()).then(|| st.goal_values.clone()),
             not_available: Vec::new(),
             would_apply_bytes: st.dry_run.then(|| st.dry_run_bytes()),
         })
