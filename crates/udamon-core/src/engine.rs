@@ -21,6 +21,16 @@ pub enum Adaptation {
     Fixed(u32),
 }
 
+impl Adaptation {
+    /// How many even regions a target starts with.
+    fn initial_regions(self, attrs: &Attrs) -> u32 {
+        match self {
+            Adaptation::Adaptive => attrs.min_nr_regions,
+            Adaptation::Fixed(n) => n.max(1),
+        }
+    }
+}
+
 /// Our implementation of DAMON's monitor: one context, its targets, and the
 /// tick counters of the kernel's main loop (section 2 of the spec), counted
 /// in sampling intervals ("sis").
@@ -65,10 +75,7 @@ impl<O: Operations, R: Rng> Engine<O, R> {
     ) -> Result<Self, Error> {
         attrs.validate()?;
         let min_sz = MIN_REGION_SZ;
-        let nr_init = match adaptation {
-            Adaptation::Adaptive => attrs.min_nr_regions,
-            Adaptation::Fixed(n) => n.max(1),
-        };
+        let nr_init = adaptation.initial_regions(&attrs);
         for (i, t) in targets.iter_mut().enumerate() {
             if t.regions.is_empty() {
                 if let Some(ranges) = ops.target_ranges(i, t) {
@@ -121,10 +128,7 @@ impl<O: Operations, R: Rng> Engine<O, R> {
     /// scheme acts on the new program by the old one's ages. Leaves them
     /// when the target has no ranges now.
     pub fn restart_target(&mut self, idx: usize) {
-        let nr_init = match self.adaptation {
-            Adaptation::Adaptive => self.attrs.min_nr_regions,
-            Adaptation::Fixed(n) => n.max(1),
-        };
+        let nr_init = self.adaptation.initial_regions(&self.attrs);
         let Some(t) = self.targets.get(idx) else {
             return;
         };
