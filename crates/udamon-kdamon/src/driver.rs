@@ -62,6 +62,28 @@ pub struct KdamonConfig {
     pub snapshots: bool,
 }
 
+impl KdamonConfig {
+    /// The schemes written to the kernel: the user's, then the snapshot
+    /// `stat` scheme matching every region when `snapshots` is on.
+    fn all_schemes(&self) -> Vec<Damos> {
+        let mut s = self.schemes.clone();
+        if self.snapshots {
+            s.push(Damos::new(AccessPattern::default(), Action::Stat));
+        }
+        s
+    }
+
+    /// What can be checked without the kernel, before anything is
+    /// written: the attributes, and that every scheme translates.
+    fn check(&self) -> Result<(), KdamonError> {
+        self.attrs.validate()?;
+        for s in &self.all_schemes() {
+            scheme_writes(s, &self.attrs, FilterDirs::Split)?;
+        }
+        Ok(())
+    }
+}
+
 /// Drives one kdamond through `ROOT/sys/kernel/mm/damon/admin`.
 ///
 /// Before any write it checks that no kdamond exists that it did not create
@@ -210,14 +232,6 @@ impl KdamonDriver {
         })
     }
 
-    fn all_schemes(&self) -> Vec<Damos> {
-        let mut s = self.config.schemes.clone();
-        if self.config.snapshots {
-            s.push(Damos::new(AccessPattern::default(), Action::Stat));
-        }
-        s
-    }
-
     /// Creates kdamond 0, writes the whole configuration and turns it on.
     /// On error after the kdamond was created, removes it again.
     pub fn start(&mut self) -> Result<(), KdamonError> {
@@ -225,13 +239,9 @@ impl KdamonDriver {
         if self.running {
             return Ok(());
         }
-        self.config.attrs.validate()?;
-        // Translate before writing anything, so untranslatable schemes
-        // leave the tree untouched.
-        let attrs = self.config.attrs;
-        for s in &self.all_schemes() {
-            scheme_writes(s, &attrs, FilterDirs::Split)?;
-        }
+        // Before writing anything, so bad attributes or untranslatable
+        // schemes leave the tree untouched.
+        self.config.check()?;
         if !self.owned {
             self.write(&self.admin.join("kdamonds/nr_kdamonds"), "1")?;
             // Another tool may have created a kdamond between our read of
@@ -289,6 +299,18 @@ impl KdamonDriver {
             return Err(missing(&avail));
         }
         self.write(&c.join("operations"), ops)?;
+        self.write_context()?;
+        self.write(&k.join("state"), "on")
+    }
+
+    /// Writes the monitoring attributes, targets and every scheme of
+    /// `self.config` into context 0, everything but the operations set and
+    /// the `state` command: the part [`start`](Self::start) and
+    /// [`commit`](Self::commit) share. Writing `nr_targets` and
+    /// `nr_schemes` makes the kernel recreate those directories, so every
+    /// file of every target and scheme is written each time.
+    fn write_context(&mut self) -> Result<(), KdamonError> {
+        let c = self.ctx();
         self.write_attrs()?;
 
         let targets = self.config.targets.clone();
@@ -298,17 +320,17 @@ impl KdamonDriver {
             if let Some(pid) = t.pid {
                 self.write(&d.join("pid_target"), &pid.to_string())?;
             }
-            if !t.regions.is_empty() {
-                self.write(&d.join("regions/nr_regions"), &t.regions.len().to_string())?;
-                for (j, r) in t.regions.iter().enumerate() {
-                    let rd = d.join(format!("regions/{j}"));
-                    self.write(&rd.join("start"), &r.start.to_string())?;
-                    self.write(&rd.join("end"), &r.end.to_string())?;
-                }
+            // 0 regions: the kernel picks them (vaddr) at `on`, and keeps
+            // the current ones at `commit`.
+            self.write(&d.join("regions/nr_regions"), &t.regions.len().to_string())?;
+            for (j, r) in t.regions.iter().enumerate() {
+                let rd = d.join(format!("regions/{j}"));
+                self.write(&rd.join("start"), &r.start.to_string())?;
+                self.write(&rd.join("end"), &r.end.to_string())?;
             }
         }
 
-        let schemes = self.all_schemes();
+        let schemes = self.config.all_schemes();
         self.write(&c.join("schemes/nr_schemes"), &schemes.len().to_string())?;
         let dirs = if self.io.exists(&self.scheme_dir(0).join("core_filters")) {
             FilterDirs::Split
@@ -328,7 +350,7 @@ impl KdamonDriver {
                 return Err(missing(&tr));
             }
         }
-        self.write(&k.join("state"), "on")
+        Ok(())
     }
 
     fn write_attrs(&mut self) -> Result<(), KdamonError> {
@@ -338,8 +360,11 @@ impl KdamonDriver {
         self.write(&m.join("intervals/aggr_us"), &a.aggr_us.to_string())?;
         self.write(&m.join("intervals/update_us"), &a.update_us.to_string())?;
         let g = a.intervals_goal;
-        if g.aggrs != 0 {
-            let gd = m.join("intervals/intervals_goal");
+        let gd = m.join("intervals/intervals_goal");
+        // A goal with aggrs 0 is written only over one that tunes (an
+        // online commit turning tuning off), so kernels before 6.15 work.
+        let tuning = self.read_u64(&gd.join("aggrs")).is_ok_and(|n| n != 0);
+        if g.aggrs != 0 || tuning {
             self.write(&gd.join("access_bp"), &g.access_bp.to_string())?;
             self.write(&gd.join("aggrs"), &g.aggrs.to_string())?;
             self.write(&gd.join("min_sample_us"), &g.min_sample_us.to_string())?;
@@ -362,6 +387,102 @@ impl KdamonDriver {
     /// The kdamond's `state` ("on" or "off").
     pub fn state(&mut self) -> Result<String, KdamonError> {
         self.read(&self.kdamond().join("state"))
+    }
+
+    /// Reconfigures the running kdamond online (`commit` on its `state`
+    /// file): same kdamond, same pid, its monitoring results kept where the
+    /// kernel keeps them. Targets are matched by index; a target with no
+    /// regions keeps the kernel's current ones. The snapshot `stat` scheme
+    /// follows the new schemes when the config takes snapshots.
+    ///
+    /// Fails with [`KdamonError::NotStarted`] unless this driver's kdamond
+    /// runs. The attributes are validated and every scheme translated
+    /// before anything is written, so a bad configuration leaves the
+    /// kdamond and its files untouched. On success the driver's config
+    /// holds the new attributes, targets and schemes ([`stats`](Self::stats)
+    /// and [`scheme_extras`](Self::scheme_extras) then report the new
+    /// schemes) and the claim is rewritten. If a write or the `commit`
+    /// itself fails, the kdamond goes on with its previous configuration,
+    /// which is written back to its files (best effort) and kept.
+    pub fn commit(
+        &mut self,
+        attrs: Attrs,
+        targets: Vec<KTarget>,
+        schemes: Vec<Damos>,
+    ) -> Result<(), KdamonError> {
+        self.check_not_foreign()?;
+        if !self.owned || !self.running {
+            return Err(KdamonError::NotStarted);
+        }
+        let new = KdamonConfig {
+            attrs,
+            targets,
+            schemes,
+            ..self.config.clone()
+        };
+        new.check()?;
+        let old = std::mem::replace(&mut self.config, new);
+        let r = self
+            .write_context()
+            .and_then(|()| self.write(&self.kdamond().join("state"), "commit"));
+        match r {
+            Ok(()) => self.write_claim(),
+            Err(_) => {
+                self.config = old;
+                let _ = self.write_context();
+            }
+        }
+        r
+    }
+
+    /// The sampling and aggregation intervals (us) the kernel's interval
+    /// auto-tuning has reached, refreshed first (`update_tuned_intervals`,
+    /// Linux 6.15+). `None` when this config does not tune (goal `aggrs`
+    /// 0), or the kernel has no `intervals_goal` or does not know the
+    /// command. The driver's own attributes are not changed.
+    pub fn tuned_intervals(&mut self) -> Result<Option<(u64, u64)>, KdamonError> {
+        self.check_not_foreign()?;
+        if !self.owned || !self.running {
+            return Err(KdamonError::NotStarted);
+        }
+        let iv = self.ctx().join("monitoring_attrs/intervals");
+        if self.config.attrs.intervals_goal.aggrs == 0
+            || !self.io.exists(&iv.join("intervals_goal"))
+        {
+            return Ok(None);
+        }
+        let state = self.kdamond().join("state");
+        match self.io.write(&state, "update_tuned_intervals") {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::InvalidInput | io::ErrorKind::Unsupported
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(source) => {
+                return Err(KdamonError::Write {
+                    path: state,
+                    value: "update_tuned_intervals".into(),
+                    source,
+                })
+            }
+        }
+        let sample_us = self.read_u64(&iv.join("sample_us"))?;
+        let aggr_us = self.read_u64(&iv.join("aggr_us"))?;
+        Ok(Some((sample_us, aggr_us)))
+    }
+
+    /// The pid of this driver's kdamond (`kdamonds/0/pid`), while it runs;
+    /// `None` before [`start`](Self::start), after [`stop`](Self::stop)
+    /// or when the file is unreadable.
+    pub fn kdamond_pid(&mut self) -> Option<u32> {
+        if !self.owned || !self.running {
+            return None;
+        }
+        self.read(&self.kdamond().join("pid")).ok()?.parse().ok()
     }
 
     /// Refreshes and reads the statistics of the user's schemes, in order.
@@ -505,10 +626,7 @@ impl KdamonDriver {
         let Some(udamon_start) = self.claim_start else {
             return;
         };
-        let kdamond_pid = self
-            .read(&self.kdamond().join("pid"))
-            .ok()
-            .and_then(|p| p.parse().ok());
+        let kdamond_pid = self.kdamond_pid();
         let c = crate::claim::Claim {
             udamon_pid: me,
             udamon_start,
@@ -532,7 +650,7 @@ impl KdamonDriver {
             self.check_not_foreign()?;
             self.write_attrs()?;
             // Access patterns are in kernel units, which depend on the attrs.
-            for (i, s) in self.all_schemes().iter().enumerate() {
+            for (i, s) in self.config.all_schemes().iter().enumerate() {
                 let d = self.scheme_dir(i);
                 for (rel, v) in pattern_writes(s, &attrs) {
                     self.write(&d.join(rel), &v)?;

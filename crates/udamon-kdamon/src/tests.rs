@@ -25,6 +25,9 @@ struct FakeKernel {
     omit: Vec<&'static str>,
     avail_operations: &'static str,
     tried: Vec<(u64, u64, u32, u32)>,
+    /// The intervals `update_tuned_intervals` writes back; `None`: a
+    /// kernel before 6.15, which rejects the command with EINVAL.
+    tuned: Option<(u64, u64)>,
     log: Log,
 }
 
@@ -109,6 +112,7 @@ impl FakeKernel {
             omit: Vec::new(),
             avail_operations: "vaddr\nfvaddr\npaddr\n",
             tried: Vec::new(),
+            tuned: None,
             log: log.clone(),
         };
         (k, log)
@@ -150,6 +154,9 @@ impl Sysfs for FakeKernel {
     }
 
     fn write(&mut self, path: &Path, value: &str) -> io::Result<()> {
+        if path.ends_with("state") && value == "update_tuned_intervals" && self.tuned.is_none() {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
         FsIo.write(path, value)?;
         let rel = path
             .strip_prefix(&self.admin)
@@ -195,6 +202,11 @@ impl Sysfs for FakeKernel {
                         }
                     }
                 }
+            }
+            if let ("update_tuned_intervals", Some((sample, aggr))) = (value, self.tuned) {
+                let iv = parent.join("contexts/0/monitoring_attrs/intervals");
+                std::fs::write(iv.join("sample_us"), format!("{sample}\n")).unwrap();
+                std::fs::write(iv.join("aggr_us"), format!("{aggr}\n")).unwrap();
             }
             if value != "off" {
                 std::fs::write(path, "on\n").unwrap();
@@ -293,7 +305,7 @@ fn prcl_scheme_translates_to_exact_writes() {
     let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
     d.start().unwrap();
     let ctx = "kdamonds/0/contexts/0/";
-    let head: Vec<_> = log.borrow().iter().take(11).cloned().collect();
+    let head: Vec<_> = log.borrow().iter().take(12).cloned().collect();
     assert_eq!(
         head,
         pairs(&[
@@ -322,6 +334,7 @@ fn prcl_scheme_translates_to_exact_writes() {
             ),
             ("kdamonds/0/contexts/0/targets/nr_targets", "1"),
             ("kdamonds/0/contexts/0/targets/0/pid_target", "1234"),
+            ("kdamonds/0/contexts/0/targets/0/regions/nr_regions", "0"),
             ("kdamonds/0/contexts/0/schemes/nr_schemes", "2"),
         ])
     );
@@ -433,7 +446,7 @@ fn refuses_a_busy_tree_and_writes_nothing() {
         assert!(d.stats().is_err());
         assert!(d.state_command("off").is_err());
         assert!(
-            d.commit(Attrs::default()).is_ok(),
+            Monitor::commit(&mut d, Attrs::default()).is_ok(),
             "not running: attrs only stored"
         );
         d.stop().unwrap();
@@ -593,7 +606,7 @@ fn tried_regions_become_snapshots() {
         aggr_us: 200_000,
         ..Attrs::default()
     };
-    d.commit(a).unwrap();
+    Monitor::commit(&mut d, a).unwrap();
     assert_eq!(d.attrs(), a);
     let tail: Vec<_> = log.borrow().iter().rev().take(1).cloned().collect();
     assert_eq!(tail[0].1, "commit");
@@ -607,7 +620,7 @@ fn tried_regions_become_snapshots() {
         min_nr_regions: 1,
         ..a
     };
-    assert!(d.commit(bad).is_err());
+    assert!(Monitor::commit(&mut d, bad).is_err());
     assert_eq!(d.attrs(), a, "a bad commit changes nothing");
 
     // The kernel turned the kdamond off (targets gone): no more snapshots.
@@ -711,4 +724,276 @@ fn a_kdamond_created_in_the_race_is_left_alone() {
         .map(|(p, v)| format!("{p}={v}"))
         .collect();
     assert_eq!(writes, ["kdamonds/nr_kdamonds=1"], "{writes:?}");
+}
+
+/// The writes logged since `from`.
+fn since(log: &Log, from: usize) -> Vec<(String, String)> {
+    log.borrow()[from..].to_vec()
+}
+
+/// Online reconfiguration: the new access pattern is written in kernel
+/// units and `commit` ends it, on the same kdamond (no `on`, no new
+/// kdamond, same pid); the claim follows the new intervals.
+#[test]
+fn commit_reconfigures_the_running_kdamond() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.claim_as(Some(77));
+    d.start().unwrap();
+    let k = admin_dir(dir.path()).join("kdamonds/0");
+    std::fs::write(k.join("pid"), "4242\n").unwrap();
+    assert_eq!(d.kdamond_pid(), Some(4242));
+
+    let from = log.borrow().len();
+    let mut s = prcl();
+    s.pattern.min_age_us = 20_000_000;
+    let attrs = Attrs {
+        aggr_us: 200_000,
+        ..Attrs::default()
+    };
+    let targets = vec![KTarget {
+        pid: Some(1234),
+        regions: vec![],
+    }];
+    d.commit(attrs, targets.clone(), vec![s.clone()]).unwrap();
+    let w = since(&log, from);
+    let ctx = "kdamonds/0/contexts/0/";
+    // 20 s at 200 ms per aggregation: 100 aggregation intervals.
+    assert!(
+        w.contains(&pairs(&[(&format!("{ctx}schemes/0/access_pattern/age/min"), "100")])[0]),
+        "{w:?}"
+    );
+    assert!(w.contains(&pairs(&[(&format!("{ctx}targets/0/regions/nr_regions"), "0")])[0]));
+    assert!(w.contains(&pairs(&[(&format!("{ctx}schemes/nr_schemes"), "2")])[0]));
+    // Every file of the recreated scheme directories is written again.
+    assert!(w.contains(&pairs(&[(&format!("{ctx}schemes/0/action"), "pageout")])[0]));
+    assert!(w.contains(&pairs(&[(&format!("{ctx}schemes/1/action"), "stat")])[0]));
+    assert_eq!(
+        w.last().unwrap(),
+        &pairs(&[("kdamonds/0/state", "commit")])[0]
+    );
+    assert!(
+        !w.iter()
+            .any(|(p, v)| p == "kdamonds/nr_kdamonds" || v == "on"),
+        "{w:?}"
+    );
+    assert_eq!(d.kdamond_pid(), Some(4242));
+    assert_eq!(d.attrs(), attrs);
+    let claim = crate::claim::Claim::read(dir.path()).unwrap();
+    assert_eq!((claim.aggr_us, claim.kdamond_pid), (200_000, Some(4242)));
+    d.stop().unwrap();
+    assert_eq!(d.kdamond_pid(), None);
+}
+
+/// A bad new configuration is refused before the first write: the running
+/// kdamond, its files and the driver's config stay as they were.
+#[test]
+fn commit_of_a_bad_config_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.start().unwrap();
+    let targets = config(vec![]).targets;
+    let before = tree_snapshot(dir.path());
+    let from = log.borrow().len();
+
+    let mlock = Damos::new(AccessPattern::default(), Action::Mlock);
+    let e = d
+        .commit(Attrs::default(), targets.clone(), vec![prcl(), mlock])
+        .unwrap_err();
+    assert!(matches!(e, KdamonError::NoKernelEquivalent { .. }), "{e}");
+    let bad = Attrs {
+        min_nr_regions: 1,
+        ..Attrs::default()
+    };
+    let e = d.commit(bad, targets, vec![prcl()]).unwrap_err();
+    assert!(matches!(e, KdamonError::Attrs(_)), "{e}");
+
+    assert_eq!(since(&log, from), vec![]);
+    assert_eq!(tree_snapshot(dir.path()), before);
+    assert_eq!(d.attrs(), Attrs::default());
+    assert_eq!(d.stats().unwrap().len(), 1);
+}
+
+#[test]
+fn commit_before_start_is_not_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let cfg = config(vec![prcl()]);
+    let mut d = KdamonDriver::with_io(dir.path().into(), cfg.clone(), Box::new(fake));
+    let e = d
+        .commit(cfg.attrs, cfg.targets.clone(), cfg.schemes.clone())
+        .unwrap_err();
+    assert!(matches!(e, KdamonError::NotStarted), "{e}");
+    assert!(matches!(
+        d.tuned_intervals().unwrap_err(),
+        KdamonError::NotStarted
+    ));
+    assert_eq!(d.kdamond_pid(), None);
+    // After a stop, too.
+    d.start().unwrap();
+    d.stop().unwrap();
+    let from = log.borrow().len();
+    let e = d.commit(cfg.attrs, cfg.targets, cfg.schemes).unwrap_err();
+    assert!(matches!(e, KdamonError::NotStarted), "{e}");
+    assert_eq!(since(&log, from), vec![]);
+}
+
+/// After a commit with another number of schemes, statistics, extras and
+/// snapshots follow the new schemes (the snapshot scheme moved up).
+#[test]
+fn commit_changes_the_schemes_stats_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fake, _log) = FakeKernel::new(dir.path());
+    fake.tried = vec![(4096, 8192, 3, 1)];
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.start().unwrap();
+    assert_eq!(d.stats().unwrap().len(), 1);
+
+    let cold = Damos::new(AccessPattern::default(), Action::Cold);
+    let targets = config(vec![]).targets;
+    d.commit(Attrs::default(), targets.clone(), vec![prcl(), cold])
+        .unwrap();
+    let schemes = admin_dir(dir.path()).join("kdamonds/0/contexts/0/schemes");
+    assert_eq!(
+        std::fs::read_to_string(schemes.join("nr_schemes")).unwrap(),
+        "3"
+    );
+    std::fs::write(schemes.join("1/stats/nr_applied"), "9\n").unwrap();
+    let stats = d.stats().unwrap();
+    assert_eq!(stats.len(), 2);
+    assert_eq!(stats[1].nr_applied, 9);
+    assert_eq!(d.scheme_extras().unwrap().len(), 2);
+    let snap = d.next_snapshot().unwrap().unwrap();
+    assert_eq!(snap.targets[0].regions.len(), 1);
+
+    d.commit(Attrs::default(), targets, vec![]).unwrap();
+    assert_eq!(d.stats().unwrap(), vec![]);
+    assert!(d.next_snapshot().unwrap().is_some());
+}
+
+fn tuning_attrs() -> Attrs {
+    let mut a = Attrs::default();
+    a.intervals_goal.access_bp = 400;
+    a.intervals_goal.aggrs = 3;
+    a.intervals_goal.min_sample_us = 5_000;
+    a.intervals_goal.max_sample_us = 10_000_000;
+    a
+}
+
+#[test]
+fn tuned_intervals_only_when_tuning_and_supported() {
+    // Tuning off: nothing asked of the kernel.
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![]), Box::new(fake));
+    d.start().unwrap();
+    let from = log.borrow().len();
+    assert_eq!(d.tuned_intervals().unwrap(), None);
+    assert_eq!(since(&log, from), vec![]);
+    d.stop().unwrap();
+
+    // Tuning on, but the kernel does not know update_tuned_intervals.
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, _) = FakeKernel::new(dir.path());
+    let mut cfg = config(vec![]);
+    cfg.attrs = tuning_attrs();
+    let mut d = KdamonDriver::with_io(dir.path().into(), cfg.clone(), Box::new(fake));
+    d.start().unwrap();
+    assert_eq!(d.tuned_intervals().unwrap(), None);
+    d.stop().unwrap();
+
+    // Tuning on and the kernel reports its tuned intervals.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fake, log) = FakeKernel::new(dir.path());
+    fake.tuned = Some((2_500, 50_000));
+    let mut d = KdamonDriver::with_io(dir.path().into(), cfg.clone(), Box::new(fake));
+    d.start().unwrap();
+    assert_eq!(d.tuned_intervals().unwrap(), Some((2_500, 50_000)));
+    assert_eq!(
+        log.borrow().last().unwrap(),
+        &pairs(&[("kdamonds/0/state", "update_tuned_intervals")])[0]
+    );
+    assert_eq!(d.attrs(), cfg.attrs, "the driver's attributes stay");
+
+    // A commit turning tuning off writes aggrs 0 over the running goal.
+    let from = log.borrow().len();
+    d.commit(Attrs::default(), cfg.targets.clone(), vec![])
+        .unwrap();
+    assert!(since(&log, from).contains(
+        &pairs(&[(
+            "kdamonds/0/contexts/0/monitoring_attrs/intervals/intervals_goal/aggrs",
+            "0"
+        )])[0]
+    ));
+    assert_eq!(d.tuned_intervals().unwrap(), None);
+}
+
+/// Without the intervals_goal directory (before 6.15) there is nothing
+/// to tune.
+#[test]
+fn tuned_intervals_none_without_intervals_goal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fake, log) = FakeKernel::new(dir.path());
+    fake.tuned = Some((2_500, 50_000));
+    let mut cfg = config(vec![]);
+    cfg.attrs = tuning_attrs();
+    let mut d = KdamonDriver::with_io(dir.path().into(), cfg, Box::new(fake));
+    d.start().unwrap();
+    let goal = admin_dir(dir.path())
+        .join("kdamonds/0/contexts/0/monitoring_attrs/intervals/intervals_goal");
+    std::fs::remove_dir_all(goal).unwrap();
+    let from = log.borrow().len();
+    assert_eq!(d.tuned_intervals().unwrap(), None);
+    assert_eq!(since(&log, from), vec![]);
+}
+
+/// The kernel refuses the `commit` (say, a target's pid is gone): the
+/// kdamond goes on with its old configuration, and so do the driver and
+/// the files it reads.
+#[test]
+fn a_refused_commit_keeps_the_old_config() {
+    struct Refuser(FakeKernel);
+    impl Sysfs for Refuser {
+        fn read(&mut self, p: &Path) -> io::Result<String> {
+            self.0.read(p)
+        }
+        fn write(&mut self, p: &Path, v: &str) -> io::Result<()> {
+            if p.ends_with("state") && v == "commit" {
+                return Err(io::ErrorKind::InvalidInput.into());
+            }
+            self.0.write(p, v)
+        }
+        fn exists(&mut self, p: &Path) -> bool {
+            self.0.exists(p)
+        }
+        fn list(&mut self, d: &Path) -> io::Result<Vec<String>> {
+            self.0.list(d)
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, _log) = FakeKernel::new(dir.path());
+    let cfg = config(vec![prcl()]);
+    let mut d = KdamonDriver::with_io(dir.path().into(), cfg.clone(), Box::new(Refuser(fake)));
+    d.start().unwrap();
+    let cold = Damos::new(AccessPattern::default(), Action::Cold);
+    let attrs = Attrs {
+        aggr_us: 200_000,
+        ..Attrs::default()
+    };
+    let e = d
+        .commit(attrs, cfg.targets.clone(), vec![prcl(), cold])
+        .unwrap_err();
+    assert!(matches!(e, KdamonError::Write { .. }), "{e}");
+    assert_eq!(d.attrs(), cfg.attrs);
+    assert_eq!(d.stats().unwrap().len(), 1);
+    let ctx = admin_dir(dir.path()).join("kdamonds/0/contexts/0");
+    let read = |rel: &str| std::fs::read_to_string(ctx.join(rel)).unwrap();
+    assert_eq!(
+        read("schemes/nr_schemes"),
+        "2",
+        "the old files written back"
+    );
+    assert_eq!(read("monitoring_attrs/intervals/aggr_us"), "100000");
 }
