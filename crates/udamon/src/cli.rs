@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand};
 use udamon_report::heatmap::{HEIGHT_RANGE, WIDTH_RANGE};
 use udamon_report::{HotOptions, ImageOptions};
 
-use crate::cmd::live::OpsChoice;
 use crate::output::ColorChoice;
+use udamon_session::OpsChoice;
 
 /// Data access monitoring and access-aware memory management (DAMON and
 /// DAMOS) in user space.
@@ -54,6 +54,11 @@ pub enum Command {
     /// Remove a kdamond that a udamon run created and left behind when it
     /// died (proved by its claim; anything else is never touched)
     Cleanup(CleanupArgs),
+    /// Run as a service: the jobs of a config file, until SIGTERM (SIGHUP
+    /// reloads the file); Prometheus metrics and a control socket
+    Run(RunArgs),
+    /// Ask a running service (`udamon run`) for its status, or to reload
+    Ctl(CtlArgs),
     /// Print shell completions for SHELL to stdout
     Completions {
         /// The shell to complete for
@@ -399,6 +404,49 @@ pub struct CleanupArgs {
     /// Work on a fake tree under this root instead of the machine (tests)
     #[arg(long, hide = true, default_value = "/")]
     pub root: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The config file (TOML, or JSON when it ends in .json); see
+    /// docs/service.md
+    #[arg(value_name = "CONFIG")]
+    pub config: PathBuf,
+    /// Validate the config and print the plan (each job's path on this
+    /// machine and why), touching nothing; exit 2 if it cannot run
+    #[arg(long)]
+    pub check: bool,
+    /// With --check: print the plan as JSON
+    #[arg(long, requires = "check")]
+    pub json: bool,
+    /// How much to log to stderr: error, warn, info or debug
+    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Work on a fake tree under this root instead of the machine (tests)
+    #[arg(long, hide = true, default_value = "/")]
+    pub root: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct CtlArgs {
+    /// What to ask
+    #[command(subcommand)]
+    pub request: CtlRequest,
+    /// The service's control socket (its config's `socket`)
+    #[arg(long, global = true, value_name = "PATH", default_value = udamon_service::config::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Print the answer as JSON
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug, Clone, Copy)]
+pub enum CtlRequest {
+    /// Each job's state, path, targets, regions, intervals, schemes with
+    /// their quotas and goals, and guardrails
+    Status,
+    /// Re-read the config file and apply the difference (as SIGHUP does)
+    Reload,
 }
 
 #[derive(Args, Debug)]

@@ -3,7 +3,7 @@
 
 mod cli;
 mod cmd;
-mod features;
+
 mod output;
 mod stop;
 
@@ -45,6 +45,11 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         }
         if cause.is::<CapabilityError>() {
             return 3;
+        }
+        match cause.downcast_ref::<udamon_session::SessionError>() {
+            Some(udamon_session::SessionError::Usage(_)) => return 2,
+            Some(udamon_session::SessionError::Capability(_)) => return 3,
+            _ => {}
         }
         if let Some(e) = cause.downcast_ref::<udamon_core::Error>() {
             if matches!(e, udamon_core::Error::InvalidAttrs(_)) {

@@ -3,8 +3,8 @@
 use anyhow::Result;
 
 use crate::cli::FeaturesArgs;
-use crate::features::probe;
 use crate::output::print_json;
+use udamon_session::features::probe;
 
 pub fn run(a: FeaturesArgs) -> Result<()> {
     let f = probe(&a.root);

@@ -10,6 +10,7 @@ pub mod live;
 mod record;
 pub mod replay;
 mod report;
+mod service;
 pub mod tune;
 
 use std::io::Write;
@@ -30,6 +31,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Features(a) => features::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Cleanup(a) => cleanup::run(a),
+        Command::Run(a) => service::run(a),
+        Command::Ctl(a) => service::ctl(a),
         Command::Tune(a) => tune::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Import(a) => import::run(a),

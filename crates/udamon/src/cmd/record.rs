@@ -6,12 +6,14 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use rand_pcg::Pcg64Mcg;
-use serde::{Deserialize, Serialize};
-use udamon_core::schemes::{Damos, DamosStats, SchemeState};
+use serde::Serialize;
+use udamon_core::schemes::Damos;
 use udamon_core::{Attrs, Engine, IntervalsGoal, Monitor};
 use udamon_record::{Header, SimInfo, TargetInfo, Writer};
 use udamon_sim::units::parse_duration_us;
 use udamon_sim::{build_engine, build_monitor, Model, MonitorKind, SimOps, Workload};
+
+pub use udamon_session::{scheme_reports, SchemeReport};
 
 use crate::cli::{AttrsArgs, RecordArgs};
 use crate::cmd::live::{print_summary, refuse_ops_with_sim, run_from_args};
@@ -78,41 +80,6 @@ pub struct SimRun<'a> {
     pub dry_run: bool,
 }
 
-/// Statistics of one scheme at the end of a run (also the `schemes` entries
-/// of a record, taken every second).
-#[derive(Debug, Serialize, Deserialize)]
-pub struct SchemeReport {
-    pub index: usize,
-    pub action: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(flatten)]
-    pub stats: DamosStats,
-    /// The current window's effective size quota; null when unlimited (or
-    /// when the backend cannot tell: see `not_available`).
-    pub effective_quota_bytes: Option<u64>,
-    /// Regions tried in the scheme's last apply pass, and their bytes (the
-    /// kernel's `tried_regions` and `tried_regions/total_bytes`); null
-    /// where the backend cannot tell.
-    #[serde(default)]
-    pub nr_tried_regions: Option<usize>,
-    #[serde(default)]
-    pub tried_regions_bytes: Option<u64>,
-    /// Whether the watermarks let the scheme run; null where the backend
-    /// cannot tell (kernel DAMON does not say).
-    pub active: Option<bool>,
-    /// The quota goals' current values, in order (schemes with goals).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub goal_values: Option<Vec<u64>>,
-    /// Figures this backend cannot report, each with why (shown as n/a).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub not_available: Vec<String>,
-    /// Dry runs: the distinct bytes the action would have been applied to
-    /// (`sz_applied` counts them again at every pass that chose them).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub would_apply_bytes: Option<u64>,
-}
-
 #[derive(Serialize)]
 pub struct RunSummary {
     pub output: Option<String>,
@@ -136,27 +103,6 @@ pub struct RunSummary {
     pub accuracy: Option<udamon_sim::Accuracy>,
     #[serde(skip)]
     pub model: Option<Arc<Model>>,
-}
-
-/// Statistics of installed schemes, in the order given.
-pub fn scheme_reports(states: &[SchemeState]) -> Vec<SchemeReport> {
-    states
-        .iter()
-        .enumerate()
-        .map(|(index, st)| SchemeReport {
-            index,
-            action: st.scheme.action.name().to_string(),
-            description: udamon_scheme_file::describe(&st.scheme),
-            stats: st.stats,
-            effective_quota_bytes: st.effective_quota(),
-            nr_tried_regions: Some(st.tried_regions.len()),
-            tried_regions_bytes: Some(st.tried_regions.iter().map(|r| r.sz()).sum()),
-            active: Some(st.active),
-            goal_values: (!st.scheme.quota.goals.is_empty()).then(|| st.goal_values.clone()),
-            not_available: Vec::new(),
-            would_apply_bytes: st.dry_run.then(|| st.dry_run_bytes()),
-        })
-        .collect()
 }
 
 enum Mon {

@@ -1,0 +1,699 @@
+//! The service's config file (TOML, or JSON when it ends in `.json`) and
+//! the plan it resolves to: every job's target, path choice, attributes,
+//! schemes (with presets expanded and files read) and guardrails. A file
+//! that does not resolve is refused whole, naming the key and the fix.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use udamon_core::schemes::{Action, Damos};
+use udamon_core::{Attrs, IntervalsGoal};
+use udamon_session::OpsChoice;
+use udamon_sim::units::{parse_duration_us, parse_size};
+
+use crate::presets;
+
+/// Where the control socket is unless the config says otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/udamon/udamon.sock";
+
+/// A config that cannot be used: which file, where, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {msg}")]
+pub struct ConfigError {
+    pub file: String,
+    pub msg: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    listen: Option<String>,
+    socket: Option<PathBuf>,
+    #[serde(default)]
+    guardrails: RawGuardrails,
+    #[serde(default, alias = "job")]
+    jobs: Vec<RawJob>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGuardrails {
+    psi_pause_above: Option<f64>,
+    psi_resume_below: Option<f64>,
+    max_bytes_per_second: Option<SizeOrNumber>,
+    max_rss_share_per_minute: Option<f64>,
+    dry_run: Option<bool>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum SizeOrNumber {
+    Number(u64),
+    Text(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJob {
+    name: String,
+    target: toml::Value,
+    #[serde(default)]
+    ops: OpsChoice,
+    #[serde(default)]
+    attrs: RawAttrs,
+    #[serde(default)]
+    schemes: Vec<RawSchemeSource>,
+    record: Option<RawRecord>,
+    #[serde(default)]
+    guardrails: RawGuardrails,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAttrs {
+    sample: Option<String>,
+    aggr: Option<String>,
+    update: Option<String>,
+    min_regions: Option<u32>,
+    max_regions: Option<u32>,
+    auto_intervals: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSchemeSource {
+    preset: Option<String>,
+    file: Option<PathBuf>,
+    inline: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRecord {
+    dir: PathBuf,
+    rotate: Option<String>,
+    max_total: Option<SizeOrNumber>,
+}
+
+/// What a job watches.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TargetPlan {
+    Pid(u32),
+    /// Every process whose command name (`/proc/PID/comm`) is this.
+    Comm(String),
+    /// Every process whose command line (words joined by spaces) matches.
+    Cmdline(String),
+    /// Every process in this cgroup v2 directory (`cgroup.procs`).
+    Cgroup(PathBuf),
+    /// The physical address space.
+    Paddr,
+    /// A simulated workload.
+    Sim {
+        path: PathBuf,
+        spec_text: String,
+        speed: Option<f64>,
+        seed: Option<u64>,
+    },
+}
+
+impl TargetPlan {
+    /// How the target reads in logs, status and metrics.
+    pub fn label(&self) -> String {
+        match self {
+            TargetPlan::Pid(p) => format!("pid {p}"),
+            TargetPlan::Comm(c) => format!("comm {c}"),
+            TargetPlan::Cmdline(r) => format!("cmdline ~ {r}"),
+            TargetPlan::Cgroup(p) => format!("cgroup {}", p.display()),
+            TargetPlan::Paddr => "physical memory".into(),
+            TargetPlan::Sim { path, .. } => format!("sim {}", path.display()),
+        }
+    }
+
+    /// Whether processes are followed as they come and go.
+    pub fn is_set(&self) -> bool {
+        matches!(
+            self,
+            TargetPlan::Comm(_) | TargetPlan::Cmdline(_) | TargetPlan::Cgroup(_)
+        )
+    }
+}
+
+/// Guardrails of one job (the global ones with the job's overrides).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Guardrails {
+    /// Pause every action while memory pressure (PSI `some` avg10, %) is
+    /// above this...
+    pub psi_pause_above: Option<f64>,
+    /// ...and resume once it is below this.
+    pub psi_resume_below: f64,
+    /// Bytes per second each acting scheme may act on (a size quota).
+    pub max_bytes_per_second: Option<u64>,
+    /// Share of the target's resident set that may be paged out per
+    /// minute.
+    pub max_rss_share_per_minute: Option<f64>,
+    /// Every action becomes a count of what it would have done.
+    pub dry_run: bool,
+}
+
+/// Recording of a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordPlan {
+    pub dir: PathBuf,
+    pub rotate_us: u64,
+    pub max_total_bytes: u64,
+}
+
+/// One job, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobPlan {
+    pub name: String,
+    pub target: TargetPlan,
+    pub ops: OpsChoice,
+    pub attrs: Attrs,
+    /// The schemes as the config gives them.
+    pub schemes: Vec<Damos>,
+    /// Where each scheme came from ("preset reclaim", "file x.toml",
+    /// "inline").
+    pub scheme_origins: Vec<String>,
+    pub record: Option<RecordPlan>,
+    pub guardrails: Guardrails,
+}
+
+impl JobPlan {
+    /// The schemes as they run: each acting scheme's size quota limited by
+    /// `max_bytes_per_second`.
+    pub fn effective_schemes(&self) -> Vec<Damos> {
+        crate::guard::cap_quotas(&self.schemes, self.guardrails.max_bytes_per_second)
+    }
+
+    /// Whether a change from `old` can be applied to running sessions
+    /// (same target and path), rather than restarting the job.
+    pub fn same_sessions(&self, old: &JobPlan) -> bool {
+        self.target == old.target && self.ops == old.ops && self.record == old.record
+    }
+}
+
+/// A whole config, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub file: PathBuf,
+    pub listen: Option<SocketAddr>,
+    pub socket: PathBuf,
+    pub jobs: Vec<JobPlan>,
+}
+
+impl Plan {
+    /// Reads and resolves `path`.
+    pub fn load(path: &Path) -> Result<Plan, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.display().to_string(),
+            msg: format!("cannot read it: {e}"),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Resolves a config's text; `path` names it in errors and anchors the
+    /// relative paths inside it.
+    pub fn parse(text: &str, path: &Path) -> Result<Plan, ConfigError> {
+        let err = |msg: String| ConfigError {
+            file: path.display().to_string(),
+            msg,
+        };
+        let raw: RawConfig = if path.extension().is_some_and(|e| e == "json") {
+            serde_json::from_str(text).map_err(|e| err(e.to_string()))?
+        } else {
+            toml::from_str(text).map_err(|e| {
+                let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+                err(format!("line {line}, column {col}: {}", e.message()))
+            })?
+        };
+        let base = path.parent().unwrap_or(Path::new("."));
+        let listen = match &raw.listen {
+            None => None,
+            Some(l) => Some(l.parse::<SocketAddr>().map_err(|_| {
+                err(format!(
+                    "listen = \"{l}\" is not an address and port (like \"127.0.0.1:9788\")"
+                ))
+            })?),
+        };
+        if raw.jobs.is_empty() {
+            return Err(err(
+                "no jobs: add a [[jobs]] table with a name, a target and schemes".into(),
+            ));
+        }
+        let mut jobs = Vec::new();
+        for (i, j) in raw.jobs.iter().enumerate() {
+            let job = resolve_job(j, &raw.guardrails, base).map_err(|m| {
+                let name = if j.name.is_empty() {
+                    format!("jobs[{i}]")
+                } else {
+                    format!("job \"{}\"", j.name)
+                };
+                err(format!("{name}: {m}"))
+            })?;
+            if jobs.iter().any(|o: &JobPlan| o.name == job.name) {
+                return Err(err(format!(
+                    "two jobs are named \"{}\": give each a name of its own",
+                    job.name
+                )));
+            }
+            jobs.push(job);
+        }
+        let kdamond_jobs: Vec<&str> = jobs
+            .iter()
+            .filter(|j| j.ops == OpsChoice::Kdamond)
+            .map(|j| j.name.as_str())
+            .collect();
+        if kdamond_jobs.len() > 1 {
+            return Err(err(format!(
+                "jobs {} all ask for ops = \"kdamond\": udamon drives one kdamond per machine \
+                 (kdamond 0); give the others ops = \"auto\" or \"idle\"",
+                kdamond_jobs.join(", ")
+            )));
+        }
+        Ok(Plan {
+            file: path.to_path_buf(),
+            listen,
+            socket: raw
+                .socket
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET)),
+            jobs,
+        })
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}
+
+fn duration(key: &str, v: &str) -> Result<u64, String> {
+    parse_duration_us(v).map_err(|e| format!("{key}: {e}"))
+}
+
+fn size(key: &str, v: &SizeOrNumber) -> Result<u64, String> {
+    match v {
+        SizeOrNumber::Number(n) => Ok(*n),
+        SizeOrNumber::Text(s) => parse_size(s).map_err(|e| format!("{key}: {e}")),
+    }
+}
+
+fn guardrails(global: &RawGuardrails, job: &RawGuardrails) -> Result<Guardrails, String> {
+    let pick = |a: &Option<f64>, b: &Option<f64>| b.or(*a);
+    let above = pick(&global.psi_pause_above, &job.psi_pause_above);
+    let below = pick(&global.psi_resume_below, &job.psi_resume_below);
+    if let Some(a) = above {
+        if !(0.0..=100.0).contains(&a) {
+            return Err(format!(
+                "guardrails.psi_pause_above = {a}: give a percentage of time stalled, 0 to 100"
+            ));
+        }
+    }
+    let below = match (above, below) {
+        (Some(a), Some(b)) if b > a => {
+            return Err(format!(
+                "guardrails.psi_resume_below = {b} is above psi_pause_above = {a}: resuming \
+                 needs less pressure than pausing"
+            ))
+        }
+        (Some(a), None) => a / 2.0,
+        (_, b) => b.unwrap_or(0.0),
+    };
+    let bps = match job
+        .max_bytes_per_second
+        .as_ref()
+        .or(global.max_bytes_per_second.as_ref())
+    {
+        None => None,
+        Some(v) => match size("guardrails.max_bytes_per_second", v)? {
+            0 => {
+                return Err(
+                    "guardrails.max_bytes_per_second = 0 would stop every action: \
+                            use dry_run = true for that"
+                        .into(),
+                )
+            }
+            n => Some(n),
+        },
+    };
+    let share = pick(
+        &global.max_rss_share_per_minute,
+        &job.max_rss_share_per_minute,
+    );
+    if let Some(s) = share {
+        if !(s > 0.0 && s <= 1.0) {
+            return Err(format!(
+                "guardrails.max_rss_share_per_minute = {s}: give a share of the resident set \
+                 above 0 and at most 1 (0.05 is 5%)"
+            ));
+        }
+    }
+    Ok(Guardrails {
+        psi_pause_above: above,
+        psi_resume_below: below,
+        max_bytes_per_second: bps,
+        max_rss_share_per_minute: share,
+        dry_run: job.dry_run.or(global.dry_run).unwrap_or(false),
+    })
+}
+
+fn attrs(a: &RawAttrs) -> Result<Attrs, String> {
+    let d = Attrs::default();
+    let sample_us = a
+        .sample
+        .as_deref()
+        .map_or(Ok(d.sample_us), |v| duration("attrs.sample", v))?;
+    let mut attrs = Attrs {
+        sample_us,
+        aggr_us: a
+            .aggr
+            .as_deref()
+            .map_or(Ok(d.aggr_us), |v| duration("attrs.aggr", v))?,
+        update_us: a
+            .update
+            .as_deref()
+            .map_or(Ok(d.update_us), |v| duration("attrs.update", v))?,
+        min_nr_regions: a.min_regions.unwrap_or(d.min_nr_regions),
+        max_nr_regions: a.max_regions.unwrap_or(d.max_nr_regions),
+        intervals_goal: IntervalsGoal::default(),
+    };
+    if a.auto_intervals == Some(true) {
+        // The kernel's recommended goal (4% of the maximum accesses
+        // observed over 3 aggregations), as DAMON_STAT and damo use it.
+        attrs.intervals_goal = IntervalsGoal {
+            access_bp: 400,
+            aggrs: 3,
+            min_sample_us: sample_us.min(5_000),
+            max_sample_us: 10_000_000,
+        };
+    }
+    attrs.validate().map_err(|e| format!("attrs: {e}"))?;
+    Ok(attrs)
+}
+
+fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
+    const FORMS: &str = "give target = { pid = N }, { comm = \"NAME\" }, { cmdline = \"REGEX\" }, \
+                         { cgroup = \"/sys/fs/cgroup/PATH\" }, { sim = \"SPEC.toml\" } or \"paddr\"";
+    if let Some(s) = v.as_str() {
+        return match s {
+            "paddr" => Ok(TargetPlan::Paddr),
+            _ => Err(format!("target = \"{s}\": {FORMS}")),
+        };
+    }
+    let Some(t) = v.as_table() else {
+        return Err(format!("target: {FORMS}"));
+    };
+    let kinds: Vec<&str> = ["pid", "comm", "cmdline", "cgroup", "sim"]
+        .into_iter()
+        .filter(|k| t.contains_key(*k))
+        .collect();
+    if kinds.len() != 1 {
+        return Err(format!(
+            "target has {}: {FORMS}",
+            if kinds.is_empty() {
+                "none of pid, comm, cmdline, cgroup, sim".to_string()
+            } else {
+                format!("{} at once", kinds.join(" and "))
+            }
+        ));
+    }
+    let allowed: &[&str] = match kinds[0] {
+        "sim" => &["sim", "speed", "seed"],
+        k => &[k][..],
+    };
+    if let Some(k) = t.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(format!(
+            "target key \"{k}\" does not go with {} (keys here: {})",
+            kinds[0],
+            allowed.join(", ")
+        ));
+    }
+    let text = |k: &str| {
+        t[k].as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("target.{k} must be a string"))
+    };
+    match kinds[0] {
+        "pid" => match t["pid"].as_integer() {
+            Some(p) if p > 0 && p <= i64::from(i32::MAX) => Ok(TargetPlan::Pid(p as u32)),
+            _ => Err(format!("target.pid = {}: give a process id", t["pid"])),
+        },
+        "comm" => {
+            let c = text("comm")?;
+            if c.is_empty() || c.len() > 15 {
+                return Err(format!(
+                    "target.comm = \"{c}\": a command name has 1 to 15 characters (the \
+                     kernel's comm, as `ps -o comm` shows it); match longer command lines \
+                     with cmdline = \"REGEX\""
+                ));
+            }
+            Ok(TargetPlan::Comm(c))
+        }
+        "cmdline" => {
+            let r = text("cmdline")?;
+            regex::Regex::new(&r).map_err(|e| format!("target.cmdline: {e}"))?;
+            Ok(TargetPlan::Cmdline(r))
+        }
+        "cgroup" => {
+            let p = PathBuf::from(text("cgroup")?);
+            if !p.is_absolute() {
+                return Err(format!(
+                    "target.cgroup = \"{}\": give the cgroup's absolute directory, like \
+                     /sys/fs/cgroup/system.slice/redis.service",
+                    p.display()
+                ));
+            }
+            Ok(TargetPlan::Cgroup(p))
+        }
+        _ => {
+            let path = base.join(text("sim")?);
+            let spec_text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("target.sim: cannot read {}: {e}", path.display()))?;
+            udamon_sim::Workload::from_toml(&spec_text, &path.display().to_string())
+                .map_err(|e| format!("target.sim: {e}"))?;
+            let speed = match t.get("speed") {
+                None => Some(1.0),
+                Some(v) => match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
+                    Some(s) if s > 0.0 && s.is_finite() => Some(s),
+                    Some(_) | None if v.as_str() == Some("max") => None,
+                    _ => {
+                        return Err(format!(
+                            "target.speed = {v}: give simulated seconds per real second (1 is \
+                             real time), or \"max\" to run as fast as it goes"
+                        ))
+                    }
+                },
+            };
+            let seed = match t.get("seed") {
+                None => None,
+                Some(v) => Some(
+                    v.as_integer()
+                        .filter(|s| *s >= 0)
+                        .ok_or_else(|| format!("target.seed = {v}: give a whole number"))?
+                        as u64,
+                ),
+            };
+            Ok(TargetPlan::Sim {
+                path,
+                spec_text,
+                speed,
+                seed,
+            })
+        }
+    }
+}
+
+fn schemes(sources: &[RawSchemeSource], base: &Path) -> Result<(Vec<Damos>, Vec<String>), String> {
+    let mut all = Vec::new();
+    let mut origins = Vec::new();
+    for (i, s) in sources.iter().enumerate() {
+        let (list, origin) = match (&s.preset, &s.file, &s.inline) {
+            (Some(p), None, None) => (presets::get(p)?, format!("preset {p}")),
+            (None, Some(f), None) => {
+                let path = base.join(f);
+                let list = udamon_scheme_file::parse_file(&path)
+                    .map_err(|e| format!("schemes[{i}]: {e}"))?;
+                (list, format!("file {}", path.display()))
+            }
+            (None, None, Some(text)) => {
+                let list = udamon_scheme_file::parse(text, &format!("schemes[{i}].inline"), None)
+                    .map_err(|e| format!("schemes[{i}]: {e}"))?;
+                (list, "inline".to_string())
+            }
+            _ => {
+                return Err(format!(
+                    "schemes[{i}]: give exactly one of preset = \"NAME\" ({}), file = \"PATH\" \
+                     or inline = \"SCHEME\"",
+                    presets::NAMES.join(", ")
+                ))
+            }
+        };
+        if list.is_empty() {
+            return Err(format!("schemes[{i}] ({origin}) holds no scheme"));
+        }
+        origins.extend(std::iter::repeat_n(origin, list.len()));
+        all.extend(list);
+    }
+    Ok((all, origins))
+}
+
+fn resolve_job(j: &RawJob, global: &RawGuardrails, base: &Path) -> Result<JobPlan, String> {
+    let ok_name = !j.name.is_empty()
+        && j.name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !ok_name {
+        return Err(format!(
+            "name = \"{}\": use letters, digits, '-', '_' and '.' (it names metrics' job label \
+             and record files)",
+            j.name
+        ));
+    }
+    let target = target(&j.target, base)?;
+    if matches!(target, TargetPlan::Sim { .. }) && j.ops != OpsChoice::Auto {
+        return Err(format!(
+            "ops = \"{}\" names a live path; a simulated target runs on udamon's engine (leave \
+             ops out)",
+            j.ops.name()
+        ));
+    }
+    let attrs = attrs(&j.attrs)?;
+    let (schemes, scheme_origins) = schemes(&j.schemes, base)?;
+    if target == TargetPlan::Paddr && j.ops == OpsChoice::Softdirty {
+        return Err(
+            "ops = \"softdirty\" watches processes; physical memory needs kdamond or \
+                    idle"
+                .into(),
+        );
+    }
+    let record = match &j.record {
+        None => None,
+        Some(r) => {
+            let rotate_us = r
+                .rotate
+                .as_deref()
+                .map_or(Ok(3_600_000_000), |v| duration("record.rotate", v))?;
+            if rotate_us < 1_000_000 {
+                return Err("record.rotate: give at least 1s".into());
+            }
+            let max_total_bytes = r
+                .max_total
+                .as_ref()
+                .map_or(Ok(1 << 30), |v| size("record.max_total", v))?;
+            Some(RecordPlan {
+                dir: base.join(&r.dir),
+                rotate_us,
+                max_total_bytes,
+            })
+        }
+    };
+    let guardrails = guardrails(global, &j.guardrails)?;
+    if guardrails.max_rss_share_per_minute.is_some()
+        && matches!(target, TargetPlan::Paddr | TargetPlan::Sim { .. })
+    {
+        return Err(
+            "guardrails.max_rss_share_per_minute needs process targets (a resident \
+                    set to take a share of)"
+                .into(),
+        );
+    }
+    Ok(JobPlan {
+        name: j.name.clone(),
+        target,
+        ops: j.ops,
+        attrs,
+        schemes,
+        scheme_origins,
+        record,
+        guardrails,
+    })
+}
+
+/// Whether a scheme changes memory (everything but `stat`).
+pub fn acts(s: &Damos) -> bool {
+    s.action != Action::Stat
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Plan, ConfigError> {
+        Plan::parse(text, Path::new("/etc/udamon/udamon.toml"))
+    }
+
+    #[test]
+    fn a_complete_config_resolves() {
+        let p = parse(
+            r#"
+listen = "127.0.0.1:9788"
+[guardrails]
+psi_pause_above = 40
+max_bytes_per_second = "64M"
+[[jobs]]
+name = "db"
+target = { comm = "redis-server" }
+schemes = [{ preset = "reclaim" }, { inline = "2M max 5% max min max hugepage" }]
+[jobs.attrs]
+aggr = "200ms"
+auto_intervals = true
+[jobs.guardrails]
+dry_run = true
+[[jobs]]
+name = "all"
+target = "paddr"
+ops = "kdamond"
+schemes = [{ preset = "lru_sort" }]
+"#,
+        )
+        .unwrap();
+        assert_eq!(p.listen.unwrap().port(), 9788);
+        assert_eq!(p.socket, Path::new(DEFAULT_SOCKET));
+        let db = &p.jobs[0];
+        assert_eq!(db.target, TargetPlan::Comm("redis-server".into()));
+        assert_eq!(db.attrs.aggr_us, 200_000);
+        assert_eq!(db.attrs.intervals_goal.access_bp, 400);
+        assert_eq!(db.schemes.len(), 2);
+        assert_eq!(db.scheme_origins[0], "preset reclaim");
+        let g = &db.guardrails;
+        assert_eq!(g.psi_pause_above, Some(40.0));
+        assert_eq!(g.psi_resume_below, 20.0);
+        assert_eq!(g.max_bytes_per_second, Some(64 << 20));
+        assert!(g.dry_run);
+        assert!(!p.jobs[1].guardrails.dry_run);
+        assert_eq!(p.jobs[1].target, TargetPlan::Paddr);
+    }
+
+    #[test]
+    fn mistakes_are_named_with_their_fix() {
+        let cases = [
+            ("", "no jobs"),
+            ("[[jobs]]\nname = \"a\"\ntarget = { pid = 1, comm = \"x\" }", "pid and comm at once"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"everything\"", "give target = "),
+            ("[[jobs]]\nname = \"a b\"\ntarget = \"paddr\"", "use letters"),
+            (
+                "[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[[jobs]]\nname = \"a\"\ntarget = \"paddr\"",
+                "two jobs are named",
+            ),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\nschemes = [{ preset = \"fast\" }]", "reclaim"),
+            ("[[jobs]]\nname = \"a\"\ntarget = { cmdline = \"(\" }", "target.cmdline"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.attrs]\nsample = \"5\"", "attrs.sample"),
+            ("listen = \"localhost\"\n[[jobs]]\nname = \"a\"\ntarget = \"paddr\"", "address and port"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.guardrails]\npsi_pause_above = 10\npsi_resume_below = 20", "resuming"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\nbogus = 1", "line 4"),
+            (
+                "[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\nops = \"kdamond\"\n[[jobs]]\nname = \"b\"\ntarget = { pid = 1 }\nops = \"kdamond\"",
+                "one kdamond",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+            assert!(e.starts_with("/etc/udamon/udamon.toml: "), "{e}");
+        }
+    }
+}

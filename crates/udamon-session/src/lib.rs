@@ -1,0 +1,67 @@
+//! One monitoring session: a target (a live process, a command udamon
+//! starts, physical memory, or a simulated workload), the path that
+//! watches it (kernel DAMON, our engine over the idle page bitmap or
+//! soft-dirty bits, or our engine over the simulator), the schemes that act
+//! on it, and the stream of what happens ([`Event`]). `udamon record`,
+//! `udamon apply` and the service (`udamon run`) all drive a [`Session`];
+//! [`Recorder`] writes its record.
+//!
+//! The feature probe ([`features`]) lives here, next to the path choice it
+//! informs. Nothing here installs signal handlers or prints to stdout: the
+//! caller passes its stop request to [`Session::next`] and decides what to
+//! show; warnings go to stderr prefixed "udamon: warning:".
+
+pub mod features;
+mod live;
+mod recorder;
+mod schemes;
+
+pub use live::{
+    choose, cmdline, kdamond_pid, path_blocker, plan, rss_swap_kb, stat_cpu_s, Event, Finished,
+    LiveTarget, OpsChoice, Session, SessionInfo, Spec,
+};
+pub use recorder::{FileWriter, Gaps, LiveSummary, Recorder};
+pub use schemes::{scheme_reports, SchemeReport};
+
+/// Why a session could not start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// What was asked is wrong (no such process, bad attributes, a path
+    /// that cannot watch this target): the user's to fix.
+    #[error("{0}")]
+    Usage(String),
+    /// This machine lacks what the session needs (a kernel feature, a
+    /// permission).
+    #[error("{0}")]
+    Capability(String),
+    /// Something failed while running (a sysfs write, a trace read).
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Record(#[from] udamon_record::Error),
+}
+
+impl SessionError {
+    fn failed(what: &str, e: impl std::fmt::Display) -> Self {
+        SessionError::Failed(format!("{what}: {e}"))
+    }
+}
+
+/// This process's CPU time (user + system) so far, in seconds.
+pub fn self_cpu_s() -> f64 {
+    rusage_s(libc::RUSAGE_SELF)
+}
+
+/// The calling thread's CPU time (user + system) so far, in seconds: a
+/// service job's own cost when each job runs on its own thread.
+pub fn thread_cpu_s() -> f64 {
+    rusage_s(libc::RUSAGE_THREAD)
+}
+
+fn rusage_s(who: libc::c_int) -> f64 {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}

@@ -1,0 +1,479 @@
+//! `udamon run` (the service) and `udamon ctl`, end to end on the
+//! simulator and on fake /proc trees (the hidden `--root` flag): the plan
+//! of `--check`, metrics, reloads (SIGHUP and `ctl reload`), guardrails,
+//! rotating records, process sets, and a clean stop on SIGTERM. Nothing
+//! here touches the machine's own DAMON.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{finish, spawn, text, udamon, Bounds};
+
+const BOUNDS: Bounds = Bounds {
+    secs: 120,
+    mem_bytes: 4 << 30,
+};
+
+fn write(root: &Path, p: &str, s: &str) {
+    let p = root.join(p);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, s).unwrap();
+}
+
+fn demo_spec() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs/demo.toml")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// GET `path` from the endpoint; None while it does not answer.
+fn get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// The value of the series whose line starts with `series` (name and
+/// labels as the endpoint prints them).
+fn value(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Polls until `f` holds on the metrics, at most `secs`.
+fn wait_for(port: u16, secs: u64, what: &str, f: impl Fn(&str) -> bool) -> String {
+    let t = Instant::now();
+    let mut last = String::new();
+    while t.elapsed() < Duration::from_secs(secs) {
+        if let Some(m) = get(port, "/metrics") {
+            if f(&m) {
+                return m;
+            }
+            last = m;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("{what}: not seen within {secs} s; last metrics:\n{last}");
+}
+
+struct Service {
+    child: Option<Child>,
+    dir: PathBuf,
+}
+
+impl Service {
+    fn start(dir: &Path, config: &Path, root: &Path) -> Service {
+        let child = spawn(
+            dir,
+            &[
+                "run",
+                config.to_str().unwrap(),
+                "--root",
+                root.to_str().unwrap(),
+            ],
+            BOUNDS,
+        );
+        Service {
+            child: Some(child),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        let pid = self.child.as_ref().unwrap().id();
+        // SAFETY: kill has no memory effects; the child is ours and alive.
+        unsafe { libc::kill(pid as i32, sig) };
+    }
+
+    fn ctl(&self, socket: &Path, args: &[&str]) -> std::process::Output {
+        let mut a = vec!["ctl", "--socket", socket.to_str().unwrap()];
+        a.extend_from_slice(args);
+        udamon(&self.dir, &a)
+    }
+
+    /// SIGTERM, then the service's output; it must exit 0 in time.
+    fn stop(mut self) -> String {
+        self.signal(libc::SIGTERM);
+        let out = finish(self.child.take().unwrap(), 60, "udamon run");
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "udamon run failed: {err}");
+        err
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn sim_config(port: u16, socket: &Path, extra_job: &str, schemes: &str) -> String {
+    format!(
+        r#"listen = "127.0.0.1:{port}"
+socket = "{}"
+[[jobs]]
+name = "demo"
+target = {{ sim = "{}", speed = 20 }}
+schemes = [{schemes}]
+{extra_job}
+"#,
+        socket.display(),
+        demo_spec().display()
+    )
+}
+
+#[test]
+fn check_prints_the_plan_and_refuses_what_cannot_run() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    fs::create_dir_all(&root).unwrap();
+    let cfg = d.path().join("u.toml");
+    fs::write(
+        &cfg,
+        sim_config(9, &d.path().join("s"), "", r#"{ preset = "reclaim" }"#),
+    )
+    .unwrap();
+    let out = udamon(d.path(), &["run", "--check", cfg.to_str().unwrap()]);
+    let o = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for want in [
+        "job demo: sim ",
+        "path: sim",
+        "scheme 0: pageout regions of 4.0 KiB.. with access 0%..0% idle for 2m..",
+        "(preset reclaim)",
+        "metrics: http://127.0.0.1:9/metrics",
+    ] {
+        assert!(o.contains(want), "{want} missing from\n{o}");
+    }
+    let out = udamon(
+        d.path(),
+        &["run", "--check", "--json", cfg.to_str().unwrap()],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["path"]["Ok"], "sim");
+    // A process on a machine that has no access-check primitive.
+    fs::write(
+        &cfg,
+        "[[jobs]]\nname = \"db\"\ntarget = { pid = 1 }\nschemes = [{ preset = \"reclaim\" }]\n",
+    )
+    .unwrap();
+    let out = udamon(
+        d.path(),
+        &[
+            "run",
+            "--check",
+            cfg.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("path: CANNOT RUN HERE"));
+    assert!(text(&out.stderr).contains("some jobs cannot run"));
+}
+
+#[test]
+fn a_bad_config_is_refused_naming_the_key_and_fix() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("u.toml");
+    fs::write(
+        &cfg,
+        "[[jobs]]\nname = \"a\"\ntarget = { pid = 1 }\n[jobs.attrs]\naggr = \"100\"\n",
+    )
+    .unwrap();
+    for args in [vec!["run", "--check"], vec!["run"]] {
+        let mut a = args.clone();
+        a.push(cfg.to_str().unwrap());
+        let out = udamon(d.path(), &a);
+        assert_eq!(out.status.code(), Some(2));
+        let e = text(&out.stderr);
+        assert!(
+            e.contains("u.toml: job \"a\": attrs.aggr: duration \"100\" has no unit"),
+            "{e}"
+        );
+    }
+}
+
+/// A service on the simulator: metrics in the exposition format, a
+/// refused reload that changes nothing, an accepted one applied online,
+/// dry run and the pressure breaker through reloads and a fake PSI file,
+/// rotating records within their bound, and a clean stop.
+#[test]
+fn the_service_serves_metrics_reloads_guards_and_stops() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    write(
+        &root,
+        "proc/pressure/memory",
+        "some avg10=1.00 avg60=0.00 avg300=0.00 total=1000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+    );
+    let port = free_port();
+    let socket = d.path().join("ctl.sock");
+    let rec = d.path().join("rec");
+    let record = format!(
+        "[jobs.record]\ndir = \"{}\"\nrotate = \"1s\"\nmax_total = \"600K\"\n",
+        rec.display()
+    );
+    let cfg = d.path().join("u.toml");
+    let pageout = r#"{ inline = "4K max 0 0 5s max pageout" }"#;
+    fs::write(&cfg, sim_config(port, &socket, &record, pageout)).unwrap();
+    let svc = Service::start(d.path(), &cfg, &root);
+    let m = wait_for(port, 60, "pageout applied", |m| {
+        value(
+            m,
+            "udamon_scheme_applied_bytes_total{udamon_job=\"demo\",scheme=\"0\",action=\"pageout\"}",
+        )
+        .is_some_and(|v| v > 0.0)
+    });
+    for series in [
+        "udamon_job_up{udamon_job=\"demo\"} 1",
+        "udamon_job_aggregation_interval_seconds{udamon_job=\"demo\"} 0.1",
+        "udamon_job_sample_interval_seconds{udamon_job=\"demo\"} 0.005",
+        "udamon_job_idle_time_seconds{udamon_job=\"demo\",percentile=\"50\"}",
+        "udamon_psi_memory_avg10_ratio{kind=\"some\"} 0.01",
+        "udamon_config_last_reload_success 1",
+        "# TYPE udamon_scheme_applied_bytes_total counter",
+    ] {
+        assert!(m.contains(series), "{series} missing from\n{m}");
+    }
+    assert!(value(&m, "udamon_job_wss_bytes{udamon_job=\"demo\"}").unwrap() > 0.0);
+    check_with_promtool(&m);
+
+    // A broken config is refused; the old one goes on.
+    fs::write(&cfg, "[[jobs]]\nname = \"demo\"\n").unwrap();
+    svc.signal(libc::SIGHUP);
+    let m = wait_for(port, 20, "refused reload", |m| {
+        value(m, "udamon_config_reloads_total{result=\"failure\"}") == Some(1.0)
+    });
+    assert_eq!(value(&m, "udamon_config_last_reload_success"), Some(0.0));
+    assert_eq!(value(&m, "udamon_job_up{udamon_job=\"demo\"}"), Some(1.0));
+
+    // Dry run and the breaker, through `ctl reload`.
+    let guarded = format!(
+        "{record}[jobs.guardrails]\ndry_run = true\npsi_pause_above = 30\npsi_resume_below = 10\n"
+    );
+    fs::write(&cfg, sim_config(port, &socket, &guarded, pageout)).unwrap();
+    let out = svc.ctl(&socket, &["reload"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("demo: updated online"),
+        "{}",
+        text(&out.stdout)
+    );
+    let m = wait_for(port, 30, "dry run counting", |m| {
+        value(
+            m,
+            "udamon_scheme_would_apply_bytes_total{udamon_job=\"demo\",scheme=\"0\",action=\"pageout\"}",
+        )
+        .is_some_and(|v| v > 0.0)
+    });
+    assert_eq!(value(&m, "udamon_job_dry_run{udamon_job=\"demo\"}"), Some(1.0));
+    write(
+        &root,
+        "proc/pressure/memory",
+        "some avg10=55.00 avg60=0.00 avg300=0.00 total=9000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+    );
+    wait_for(port, 30, "breaker open", |m| {
+        value(
+            m,
+            "udamon_job_guardrail_paused{udamon_job=\"demo\",guardrail=\"psi\"}",
+        ) == Some(1.0)
+            && value(
+                m,
+                "udamon_job_guardrail_trips_total{udamon_job=\"demo\",guardrail=\"psi\"}",
+            ) == Some(1.0)
+    });
+    let st = svc.ctl(&socket, &["status"]);
+    assert!(
+        text(&st.stdout).contains("PAUSED by guardrail: psi"),
+        "{}",
+        text(&st.stdout)
+    );
+    write(
+        &root,
+        "proc/pressure/memory",
+        "some avg10=5.00 avg60=0.00 avg300=0.00 total=9000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+    );
+    wait_for(port, 30, "breaker closed", |m| {
+        value(
+            m,
+            "udamon_job_guardrail_paused{udamon_job=\"demo\",guardrail=\"psi\"}",
+        ) == Some(0.0)
+    });
+    let st = svc.ctl(&socket, &["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["trips"]["psi"], 1);
+    assert_eq!(v["reloads_ok"], 1);
+
+    let err = svc.stop();
+    assert!(err.contains("level=info msg=stopped"), "{err}");
+    assert!(err.contains("reload refused"), "{err}");
+    assert!(!socket.exists(), "the socket is removed at the stop");
+    // Rotation kept the records within their bound, each readable.
+    let files: Vec<_> = fs::read_dir(&rec)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(files.len() >= 2, "{files:?}");
+    let total: u64 = files.iter().map(|f| fs::metadata(f).unwrap().len()).sum();
+    assert!(
+        total <= 600 * 1024 + 400 * 1024,
+        "{total} bytes in {files:?}"
+    );
+    for f in &files {
+        let out = udamon(d.path(), &["report", "wss", f.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            f.display(),
+            text(&out.stderr)
+        );
+    }
+}
+
+/// `promtool check metrics` on the endpoint's text, where Prometheus is
+/// installed (CI installs it and sets UDAMON_REQUIRE_PROMETHEUS=1).
+fn check_with_promtool(metrics: &str) {
+    let Ok(mut c) = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        assert!(
+            std::env::var_os("UDAMON_REQUIRE_PROMETHEUS").is_none(),
+            "promtool is required here"
+        );
+        eprintln!("promtool not installed: the exposition format is not linted");
+        return;
+    };
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+const PID: u32 = 4343;
+
+/// A process with a heap whose pagemap says: present, half soft-dirty.
+fn fake_process(root: &Path, pid: u32, cmdline: &str) {
+    let d = format!("proc/{pid}");
+    write(
+        root,
+        &format!("{d}/maps"),
+        "10000000-10400000 rw-p 00000000 00:00 0 [heap]\n",
+    );
+    write(root, &format!("{d}/cmdline"), cmdline);
+    write(root, &format!("{d}/comm"), "worker\n");
+    write(
+        root,
+        &format!("{d}/status"),
+        "VmRSS:\t 4096 kB\nVmSwap:\t 0 kB\n",
+    );
+    write(root, &format!("{d}/clear_refs"), "");
+    let pm = fs::File::create(root.join(format!("{d}/pagemap"))).unwrap();
+    let (present, soft_dirty) = (1u64 << 63, 1u64 << 55);
+    for page in 0x10000u64..0x10400 {
+        let e = present | if page < 0x10200 { soft_dirty } else { 0 } | page;
+        pm.write_all_at(&e.to_le_bytes(), page * 8).unwrap();
+    }
+}
+
+/// A job over a command-line pattern follows the processes that match as
+/// they come and go; one that leaves keeps its counts in the job's.
+#[test]
+fn a_process_set_is_followed_as_processes_come_and_go() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    write(&root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
+    write(
+        &root,
+        "boot/config-6.12.0-test",
+        "CONFIG_MEM_SOFT_DIRTY=y\n",
+    );
+    fake_process(&root, PID, "batch\0--job\0nightly\0");
+    write(&root, "proc/77/cmdline", "other\0");
+    let port = free_port();
+    let socket = d.path().join("ctl.sock");
+    let cfg = d.path().join("u.toml");
+    fs::write(
+        &cfg,
+        format!(
+            r#"listen = "127.0.0.1:{port}"
+socket = "{}"
+[[jobs]]
+name = "batch"
+target = {{ cmdline = "^batch .*nightly" }}
+ops = "softdirty"
+schemes = [{{ inline = "min max min max min max stat" }}]
+"#,
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let out = udamon(
+        d.path(),
+        &[
+            "run",
+            "--check",
+            cfg.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        text(&out.stdout).contains(&format!("processes now: {PID}")),
+        "{}",
+        text(&out.stdout)
+    );
+    let svc = Service::start(d.path(), &cfg, &root);
+    wait_for(port, 60, "first process watched", |m| {
+        value(m, "udamon_job_sessions{udamon_job=\"batch\"}") == Some(1.0)
+            && value(m, "udamon_job_wss_bytes{udamon_job=\"batch\"}").is_some_and(|v| v > 0.0)
+    });
+    fake_process(&root, PID + 1, "batch\0--job\0nightly\0");
+    let m = wait_for(port, 60, "second process watched", |m| {
+        value(m, "udamon_job_sessions{udamon_job=\"batch\"}") == Some(2.0)
+    });
+    let before = value(&m, "udamon_job_snapshots_total{udamon_job=\"batch\"}").unwrap();
+    fs::remove_dir_all(root.join(format!("proc/{PID}"))).unwrap();
+    let m = wait_for(port, 60, "first process gone", |m| {
+        value(m, "udamon_job_sessions{udamon_job=\"batch\"}") == Some(1.0)
+    });
+    assert!(value(&m, "udamon_job_snapshots_total{udamon_job=\"batch\"}").unwrap() >= before);
+    let err = svc.stop();
+    assert!(
+        err.contains(&format!("pid={PID} ended_by=\"target exited\"")),
+        "{err}"
+    );
+}
