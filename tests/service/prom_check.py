@@ -23,20 +23,40 @@ Steps, each reported as ok or FAIL:
 Both processes are stopped at the end, also on failure; everything ends within
 --timeout seconds (120). Exit 0 PASS, 1 FAIL, 2 usage error.
 
-Against the real binary, with a simulated target (no root, no kernel DAMON):
+Against the real binary, with a simulated target (no root, no kernel DAMON).
+The exporter runs from the repository's top, so relative paths in the config
+are read from there. Every dashboard panel must have a series, so the scheme
+has a quota and a quota goal (effective quota, goal panels) and the schemes
+file form is used, as the inline text form carries neither:
 
+    cat >/tmp/svc-schemes.toml <<'EOF'
+    [[scheme]]
+    action = "pageout"
+    access_pattern = { sz = ["4K", "max"], freq = ["0%", "0%"], age = ["5s", "max"] }
+    [scheme.quota]
+    size = "64M"
+    reset_interval = "1s"
+    [[scheme.quota.goals]]
+    metric = "user_input"
+    target = 10000
+    current = 5000
+    EOF
     cat >/tmp/svc.toml <<'EOF'
     listen = "127.0.0.1:9788"
     socket = "/tmp/udamon-svc.sock"
     [[jobs]]
     name = "demo"
     target = { sim = "examples/specs/demo.toml", speed = 10.0 }
-    schemes = [ { inline = "4K max 0 0 5s max pageout" } ]
+    schemes = [ { file = "/tmp/svc-schemes.toml" } ]
     [jobs.attrs]
     sample = "5ms"
     aggr = "100ms"
     EOF
-    tests/service/prom_check.py --udamon target/release/udamon --config /tmp/svc.toml --expect-job demo
+    tests/service/prom_check.py --udamon target/release/udamon --config /tmp/svc.toml --expect-job demo \
+        [--screenshot docs/service-prometheus.png]
+
+While the spec's idle-time gauge keeps its `quantile` label, promtool's lint
+refuses it; --allow-lint 'should not have "quantile" label' accepts that one.
 
 Python 3 standard library only; needs `prometheus` and `promtool` (Debian
 package prometheus), and `chromium` for --screenshot.
