@@ -24,8 +24,8 @@ Both processes are stopped at the end, also on failure; everything ends within
 --timeout seconds (120). Exit 0 PASS, 1 FAIL, 2 usage error.
 
 Against the real binary, with a simulated target (no root, no kernel DAMON).
-The exporter runs from the repository's top, so relative paths in the config
-are read from there. Every dashboard panel must have a series, so the scheme
+udamon reads relative paths in a config from the config's directory: give
+absolute ones in a config under /tmp. Every dashboard panel must have a series, so the scheme
 has a quota and a quota goal (effective quota, goal panels) and the schemes
 file form is used, as the inline text form carries neither:
 
@@ -46,7 +46,7 @@ file form is used, as the inline text form carries neither:
     socket = "/tmp/udamon-svc.sock"
     [[jobs]]
     name = "demo"
-    target = { sim = "examples/specs/demo.toml", speed = 10.0 }
+    target = { sim = "/PATH/TO/udamon/examples/specs/demo.toml", speed = 10.0 }
     schemes = [ { file = "/tmp/svc-schemes.toml" } ]
     [jobs.attrs]
     sample = "5ms"
@@ -396,7 +396,8 @@ def steps(run, dash, host, port):
         cmd = [sys.executable, os.path.join(HERE, "fake_exporter.py"), "run", os.path.abspath(args.config)]
     else:
         cmd = [os.path.abspath(args.udamon), "run", os.path.abspath(args.config)]
-    # From the repository, so relative paths in the config (sim specs, scheme files) mean what they say.
+    # From the repository's top, as a developer would run it (udamon itself reads the config's
+    # relative paths from the config's directory).
     exporter = run.spawn("exporter", cmd, cwd=REPO)
     url = f"http://{host}:{port}/metrics" if ":" not in host else f"http://[{host}]:{port}/metrics"
     t_end = time.monotonic() + run.budget(20)
@@ -416,6 +417,9 @@ def steps(run, dash, host, port):
         run.record(False, "exporter start", f"{url} did not answer within 20 s ({err})\n{run.log_tail('exporter')}")
         raise Abort
     run.record(True, "exporter start", f"{url} answered after {time.monotonic() - run.start:.1f} s")
+
+    with open(os.path.join(run.tmp, "scrape.txt"), "w") as f:  # for --keep
+        f.write(scrape)
 
     # 2. promtool
     p = subprocess.run([args.promtool, "check", "metrics"], input=scrape.encode(), capture_output=True,
