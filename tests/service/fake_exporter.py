@@ -31,7 +31,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 VERSION = "0.0.0-fake"
-QUANTILES = ["0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "0.99", "1"]
+QUANTILES = ["0", "10", "20", "30", "40", "50", "60", "70", "80", "90", "99", "100"]
 GUARDRAILS = ["psi", "bytes_per_second", "rss_share"]
 NODE_ITEMS = ["pgpromote_success", "pgpromote_candidate", "pgdemote_kswapd", "pgdemote_direct",
               "pgdemote_khugepaged", "pgmigrate_success", "pgmigrate_fail"]
@@ -129,7 +129,7 @@ class State:
         g_dry = bool(cfg.get("guardrails", {}).get("dry_run", False))
         for j, job in enumerate(cfg.get("jobs", [])):
             name = job.get("name", f"job{j}")
-            jl = {"job": name}
+            jl = {"udamon_job": name}
             attrs = job.get("attrs", {})
             dry = bool(job.get("guardrails", {}).get("dry_run", g_dry))
             path = "sim" if isinstance(job.get("target"), dict) and "sim" in job["target"] else "kdamond"
@@ -147,7 +147,7 @@ class State:
             for i, q in enumerate(QUANTILES):
                 v = -0.2 if i == 0 else (float(q) ** 2) * 120 * (1 + 0.1 * wave)
                 e.add("udamon_job_idle_time_seconds", "gauge", "Memory idle time percentiles (negative: accessed in the last window)",
-                      {**jl, "quantile": q}, round(v, 3))
+                      {**jl, "percentile": q}, round(v, 3))
             e.add("udamon_job_estimated_bandwidth_bytes_per_second", "gauge", "Estimated memory bandwidth", jl,
                   int(2e9 * (1.2 + wave)))
             for k, gr in enumerate(GUARDRAILS):

@@ -11,7 +11,7 @@ Steps, each reported as ok or FAIL:
   2. `promtool check metrics` on one scrape: parse errors and lint problems fail
      (--allow-lint TEXT accepts lint lines containing TEXT)
   3. start `prometheus` in a scratch directory, scraping the endpoint every 1 s
-     with honor_labels (the metrics' `job` label is the udamon job); wait for the
+     (a udamon job is the metrics' `udamon_job` label); wait for the
      target to be up, then --settle seconds (20) of scrapes
   4. query the HTTP API: udamon_job_up == 1, udamon_job_wss_bytes,
      rate(udamon_scheme_tried_bytes_total[1m]) > 0, the two interval gauges, all
@@ -55,9 +55,6 @@ file form is used, as the inline text form carries neither:
     tests/service/prom_check.py --udamon target/release/udamon --config /tmp/svc.toml --expect-job demo \
         [--screenshot docs/service-prometheus.png]
 
-While the spec's idle-time gauge keeps its `quantile` label, promtool's lint
-refuses it; --allow-lint 'should not have "quantile" label' accepts that one.
-
 Python 3 standard library only; needs `prometheus` and `promtool` (Debian
 package prometheus), and `chromium` for --screenshot.
 """
@@ -81,12 +78,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_DASHBOARD = os.path.join(REPO, "packaging", "grafana", "udamon-dashboard.json")
 
-# Metric families of the service contract, to warn about names that drift.
+# Metric families of docs/service.md, to warn about names that drift.
 SPEC_FAMILIES = {
     "udamon_job_up", "udamon_job_info", "udamon_job_snapshots_total", "udamon_job_regions",
     "udamon_job_sample_interval_seconds", "udamon_job_aggregation_interval_seconds", "udamon_job_wss_bytes",
     "udamon_job_idle_time_seconds", "udamon_job_estimated_bandwidth_bytes_per_second",
     "udamon_job_guardrail_paused", "udamon_job_guardrail_trips_total", "udamon_job_dry_run",
+    "udamon_job_sessions", "udamon_job_cpu_seconds_total", "udamon_page_size_bytes",
     "udamon_scheme_tried_bytes_total", "udamon_scheme_tried_regions_total", "udamon_scheme_applied_bytes_total",
     "udamon_scheme_applied_regions_total", "udamon_scheme_quota_exceeds_total",
     "udamon_scheme_would_apply_bytes_total", "udamon_scheme_effective_quota_bytes",
@@ -266,8 +264,8 @@ def check_dashboard_shape(run, dash):
         ok = run.record(False, "dashboard DS_PROMETHEUS variable", "missing, or not a prometheus datasource variable")
     job = tvars.get("job")
     jq = job and (job.get("query", {}).get("query") if isinstance(job.get("query"), dict) else job.get("query"))
-    if not jq or not re.fullmatch(r"label_values\(\s*udamon_job_up\s*(\{[^}]*\})?\s*,\s*job\s*\)", jq):
-        ok = run.record(False, "dashboard job variable", f"query {jq!r}, expected label_values(udamon_job_up, job)")
+    if not jq or not re.fullmatch(r"label_values\(\s*udamon_job_up\s*(\{[^}]*\})?\s*,\s*udamon_job\s*\)", jq):
+        ok = run.record(False, "dashboard job variable", f"query {jq!r}, expected label_values(udamon_job_up, udamon_job)")
     bad_ds = []
 
     def walk(panels):
@@ -457,8 +455,6 @@ global:
   evaluation_interval: 1s
 scrape_configs:
   - job_name: udamon
-    # udamon's metrics carry job="<udamon job>": keep it instead of renaming it to exported_job.
-    honor_labels: true
     static_configs:
       - targets: ["{target}"]
 """)
@@ -522,20 +518,20 @@ scrape_configs:
         return run.record(True, name, f"{expr}: {shown}")
 
     def jobs_of(res):
-        return ", ".join(sorted({r["metric"].get("job", "?") + "=" + r["value"][1] for r in res}))
+        return ", ".join(sorted({r["metric"].get("udamon_job", "?") + "=" + r["value"][1] for r in res}))
 
-    sels = [f'{{job={promql_str(j)}}}' for j in args.expect_job] or ['{job=~".+"}']
+    sels = [f'{{udamon_job={promql_str(j)}}}' for j in args.expect_job] or ['{udamon_job=~".+"}']
     for sel in sels:
         must("job up", f"udamon_job_up{sel} == 1", jobs_of)
         must("wss", f"udamon_job_wss_bytes{sel}", jobs_of)
         must("schemes tried", f"rate(udamon_scheme_tried_bytes_total{sel}[1m]) > 0")
         must("sample interval", f"udamon_job_sample_interval_seconds{sel}", jobs_of)
         must("aggregation interval", f"udamon_job_aggregation_interval_seconds{sel}", jobs_of)
-    # The job variable: label_values(udamon_job_up, job) is Grafana's /api/v1/label/job/values?match[]=...
-    m = re.fullmatch(r"label_values\(\s*(.+?)\s*,\s*job\s*\)", job_var_query or "")
+    # The job variable: label_values(udamon_job_up, udamon_job) is Grafana's /api/v1/label/udamon_job/values?match[]=...
+    m = re.fullmatch(r"label_values\(\s*(.+?)\s*,\s*udamon_job\s*\)", job_var_query or "")
     if m:
         try:
-            values = run.api(prom, "/api/v1/label/job/values", **{"match[]": resolve_vars(m.group(1), tvars)})
+            values = run.api(prom, "/api/v1/label/udamon_job/values", **{"match[]": resolve_vars(m.group(1), tvars)})
             want = set(args.expect_job)
             ok = bool(values) and want <= set(values)
             run.record(ok, "dashboard job variable",
@@ -572,9 +568,9 @@ def screenshot(run, prom, version):
     args = run.args
     expr = "udamon_job_wss_bytes"
     if len(args.expect_job) == 1:
-        expr += "{job=" + promql_str(args.expect_job[0]) + "}"
+        expr += "{udamon_job=" + promql_str(args.expect_job[0]) + "}"
     elif args.expect_job:
-        expr += "{job=~" + promql_str("|".join(re.escape(j) for j in args.expect_job)) + "}"
+        expr += "{udamon_job=~" + promql_str("|".join(re.escape(j) for j in args.expect_job)) + "}"
     major = int(version.split(".")[0]) if version[:1].isdigit() else 2
     # Prometheus 3's UI moved the graph page to /query (g0.tab=graph); 2.x has /graph (g0.tab=0).
     page, tab = ("/query", "graph") if major >= 3 else ("/graph", "0")

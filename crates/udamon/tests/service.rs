@@ -287,7 +287,10 @@ fn the_service_serves_metrics_reloads_guards_and_stops() {
         )
         .is_some_and(|v| v > 0.0)
     });
-    assert_eq!(value(&m, "udamon_job_dry_run{udamon_job=\"demo\"}"), Some(1.0));
+    assert_eq!(
+        value(&m, "udamon_job_dry_run{udamon_job=\"demo\"}"),
+        Some(1.0)
+    );
     write(
         &root,
         "proc/pressure/memory",
@@ -476,4 +479,59 @@ schemes = [{{ inline = "min max min max min max stat" }}]
         err.contains(&format!("pid={PID} ended_by=\"target exited\"")),
         "{err}"
     );
+}
+
+/// A real Prometheus scrapes the service on the simulator, finds the WSS,
+/// scheme-bytes and interval series, and every expression of the Grafana
+/// dashboard returns data (tests/service/prom_check.py). Needs Debian's
+/// `prometheus`; CI installs it and sets UDAMON_REQUIRE_PROMETHEUS=1.
+#[test]
+fn prometheus_scrapes_the_service_and_the_dashboard_has_data() {
+    let have = std::process::Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var_os("UDAMON_REQUIRE_PROMETHEUS").is_none(),
+            "prometheus is required here"
+        );
+        eprintln!("prometheus not installed: skipped");
+        return;
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let d = tempfile::tempdir().unwrap();
+    // The repository's demo config, on a free port and a private socket.
+    let demo = fs::read_to_string(repo.join("examples/service/demo.toml")).unwrap();
+    let examples = repo.join("examples").canonicalize().unwrap();
+    let cfg = demo
+        .replace("127.0.0.1:9788", &format!("127.0.0.1:{}", free_port()))
+        .replace(
+            "/tmp/udamon-demo.sock",
+            d.path().join("s").to_str().unwrap(),
+        )
+        .replace("../specs/", &format!("{}/specs/", examples.display()))
+        .replace(
+            "\"demo-schemes.toml",
+            &format!("\"{}/service/demo-schemes.toml", examples.display()),
+        );
+    let path = d.path().join("demo.toml");
+    fs::write(&path, cfg).unwrap();
+    let mut c = std::process::Command::new("python3");
+    c.arg(repo.join("tests/service/prom_check.py"))
+        .args(["--udamon", env!("CARGO_BIN_EXE_udamon"), "--config"])
+        .arg(&path)
+        .args(["--expect-job", "demo", "--dashboard"])
+        .arg(repo.join("packaging/grafana/udamon-dashboard.json"));
+    let out = common::run_bounded(
+        c,
+        Bounds {
+            secs: 240,
+            mem_bytes: 8 << 30,
+        },
+        "prom_check.py",
+    );
+    let o = text(&out.stdout);
+    assert!(out.status.success(), "{o}{}", text(&out.stderr));
+    assert!(o.contains(" exprs return series"), "{o}");
 }
