@@ -46,5 +46,5 @@ pub use ops::{
     clear_refs_path, proc_field, start_time, stat_field, unsupported_reason, AccessMode, Paced,
     ProcOps, TargetEnd,
 };
-pub use paddr::{system_ram, PaddrOps};
+pub use paddr::{node_ram, system_ram, PaddrOps};
 pub use pagemap::{Pagemap, PagemapEntry};

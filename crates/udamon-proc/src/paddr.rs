@@ -45,12 +45,66 @@ pub fn system_ram(root: &Path) -> Result<Vec<AddrRange>, ProcError> {
     Ok(out)
 }
 
+/// The System RAM of NUMA node `node`: its memory blocks
+/// (`/sys/devices/system/node/nodeN/memoryM`, each `block_size_bytes`
+/// long) within System RAM, merged where they touch.
+pub fn node_ram(root: &Path, node: u32) -> Result<Vec<AddrRange>, ProcError> {
+    let dir = root.join(format!("sys/devices/system/node/node{node}"));
+    let bs_path = root.join("sys/devices/system/memory/block_size_bytes");
+    let bs_text =
+        std::fs::read_to_string(&bs_path).map_err(|e| ProcError::io("reading", &bs_path, e))?;
+    let bs = u64::from_str_radix(bs_text.trim().trim_start_matches("0x"), 16).map_err(|_| {
+        ProcError::io(
+            "reading",
+            &bs_path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "not a hexadecimal size"),
+        )
+    })?;
+    let mut blocks: Vec<u64> = std::fs::read_dir(&dir)
+        .map_err(|e| ProcError::io("reading", &dir, e))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("memory")?.parse().ok())
+        .collect();
+    blocks.sort_unstable();
+    let mut ranges: Vec<AddrRange> = Vec::new();
+    for b in blocks {
+        let (start, end) = (b * bs, (b + 1) * bs);
+        match ranges.last_mut() {
+            Some(r) if r.end == start => r.end = end,
+            _ => ranges.push(AddrRange::new(start, end)),
+        }
+    }
+    let ram = system_ram(root)?;
+    let out: Vec<AddrRange> = ranges
+        .iter()
+        .flat_map(|n| {
+            ram.iter().filter_map(move |r| {
+                let (s, e) = (n.start.max(r.start), n.end.min(r.end));
+                (s < e).then(|| AddrRange::new(s, e))
+            })
+        })
+        .collect();
+    if out.is_empty() {
+        return Err(ProcError::io(
+            "reading",
+            &dir,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("node {node} has no memory block within System RAM"),
+            ),
+        ));
+    }
+    Ok(out)
+}
+
 /// Physical memory as one target (index 0): its ranges from `/proc/iomem`,
 /// a sampled address's page is its PFN; pages not on an LRU list (kernel
 /// memory, free pages) count as not accessed, as in the kernel.
 #[derive(Debug)]
 pub struct PaddrOps {
     root: PathBuf,
+    /// Only this NUMA node's memory.
+    node: Option<u32>,
     bitmap: IdleBitmap,
     flags: KpageFlags,
     pending: Vec<Option<u64>>,
@@ -59,12 +113,22 @@ pub struct PaddrOps {
 
 impl PaddrOps {
     pub fn new(root: impl Into<PathBuf>) -> Result<Self, ProcError> {
+        Self::with_node(root, None)
+    }
+
+    /// The memory of NUMA node `node` only ([`node_ram`]), or all System
+    /// RAM with `None`.
+    pub fn with_node(root: impl Into<PathBuf>, node: Option<u32>) -> Result<Self, ProcError> {
         let root = root.into();
         let bitmap = IdleBitmap::open(&root)?;
         let flags = KpageFlags::open(&root)?;
-        system_ram(&root)?;
+        match node {
+            Some(n) => node_ram(&root, n)?,
+            None => system_ram(&root)?,
+        };
         Ok(Self {
             root,
+            node,
             bitmap,
             flags,
             pending: Vec::new(),
@@ -84,7 +148,11 @@ impl PaddrOps {
 
 impl Operations for PaddrOps {
     fn target_ranges(&mut self, _idx: usize, _target: &Target) -> Option<Vec<AddrRange>> {
-        match system_ram(&self.root) {
+        let ranges = match self.node {
+            Some(n) => node_ram(&self.root, n),
+            None => system_ram(&self.root),
+        };
+        match ranges {
             Ok(r) => Some(r),
             Err(e) => {
                 self.note(e);
@@ -137,6 +205,45 @@ impl Operations for PaddrOps {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_ram_is_the_nodes_blocks_within_system_ram() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = |p: &str, s: &str| {
+            let p = dir.path().join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, s).unwrap();
+        };
+        w(
+            "proc/iomem",
+            "00001000-0009fbff : System RAM\n00100000-7ffdffff : System RAM\n100000000-17fffffff : System RAM\n",
+        );
+        w("sys/devices/system/memory/block_size_bytes", "8000000\n");
+        // Node 0: blocks 0..15 (0..2 GiB); node 1: blocks 32..47 (4..6 GiB).
+        for b in 0..16 {
+            w(
+                &format!("sys/devices/system/node/node0/memory{b}/online"),
+                "1",
+            );
+            w(
+                &format!("sys/devices/system/node/node1/memory{}/online", b + 32),
+                "1",
+            );
+        }
+        w("sys/devices/system/node/node0/meminfo", "");
+        assert_eq!(
+            node_ram(dir.path(), 0).unwrap(),
+            vec![
+                AddrRange::new(0x1000, 0x9f000),
+                AddrRange::new(0x100000, 0x7ffe_0000)
+            ]
+        );
+        assert_eq!(
+            node_ram(dir.path(), 1).unwrap(),
+            vec![AddrRange::new(0x1_0000_0000, 0x1_8000_0000)]
+        );
+        assert!(node_ram(dir.path(), 2).is_err());
+    }
 
     #[test]
     fn system_ram_is_the_top_level_ram_of_iomem() {

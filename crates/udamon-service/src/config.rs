@@ -108,6 +108,8 @@ pub enum TargetPlan {
     Cgroup(PathBuf),
     /// The physical address space.
     Paddr,
+    /// One NUMA node's memory.
+    Node(u32),
     /// A simulated workload.
     Sim {
         path: PathBuf,
@@ -126,6 +128,7 @@ impl TargetPlan {
             TargetPlan::Cmdline(r) => format!("cmdline ~ {r}"),
             TargetPlan::Cgroup(p) => format!("cgroup {}", p.display()),
             TargetPlan::Paddr => "physical memory".into(),
+            TargetPlan::Node(n) => format!("node {n}"),
             TargetPlan::Sim { path, .. } => format!("sim {}", path.display()),
         }
     }
@@ -397,7 +400,8 @@ fn attrs(a: &RawAttrs) -> Result<Attrs, String> {
 
 fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
     const FORMS: &str = "give target = { pid = N }, { comm = \"NAME\" }, { cmdline = \"REGEX\" }, \
-                         { cgroup = \"/sys/fs/cgroup/PATH\" }, { sim = \"SPEC.toml\" } or \"paddr\"";
+                         { cgroup = \"/sys/fs/cgroup/PATH\" }, { node = N }, { sim = \"SPEC.toml\" } \
+                         or \"paddr\"";
     if let Some(s) = v.as_str() {
         return match s {
             "paddr" => Ok(TargetPlan::Paddr),
@@ -407,7 +411,7 @@ fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
     let Some(t) = v.as_table() else {
         return Err(format!("target: {FORMS}"));
     };
-    let kinds: Vec<&str> = ["pid", "comm", "cmdline", "cgroup", "sim"]
+    let kinds: Vec<&str> = ["pid", "comm", "cmdline", "cgroup", "node", "sim"]
         .into_iter()
         .filter(|k| t.contains_key(*k))
         .collect();
@@ -415,7 +419,7 @@ fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
         return Err(format!(
             "target has {}: {FORMS}",
             if kinds.is_empty() {
-                "none of pid, comm, cmdline, cgroup, sim".to_string()
+                "none of pid, comm, cmdline, cgroup, node, sim".to_string()
             } else {
                 format!("{} at once", kinds.join(" and "))
             }
@@ -441,6 +445,10 @@ fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
         "pid" => match t["pid"].as_integer() {
             Some(p) if p > 0 && p <= i64::from(i32::MAX) => Ok(TargetPlan::Pid(p as u32)),
             _ => Err(format!("target.pid = {}: give a process id", t["pid"])),
+        },
+        "node" => match t["node"].as_integer() {
+            Some(n) if (0..=4096).contains(&n) => Ok(TargetPlan::Node(n as u32)),
+            _ => Err(format!("target.node = {}: give a NUMA node id", t["node"])),
         },
         "comm" => {
             let c = text("comm")?;
@@ -563,7 +571,7 @@ fn resolve_job(j: &RawJob, global: &RawGuardrails, base: &Path) -> Result<JobPla
     }
     let attrs = attrs(&j.attrs)?;
     let (schemes, scheme_origins) = schemes(&j.schemes, base)?;
-    if target == TargetPlan::Paddr && j.ops == OpsChoice::Softdirty {
+    if matches!(target, TargetPlan::Paddr | TargetPlan::Node(_)) && j.ops == OpsChoice::Softdirty {
         return Err(
             "ops = \"softdirty\" watches processes; physical memory needs kdamond or \
                     idle"
@@ -593,7 +601,10 @@ fn resolve_job(j: &RawJob, global: &RawGuardrails, base: &Path) -> Result<JobPla
     };
     let guardrails = guardrails(global, &j.guardrails)?;
     if guardrails.max_rss_share_per_minute.is_some()
-        && matches!(target, TargetPlan::Paddr | TargetPlan::Sim { .. })
+        && matches!(
+            target,
+            TargetPlan::Paddr | TargetPlan::Node(_) | TargetPlan::Sim { .. }
+        )
     {
         return Err(
             "guardrails.max_rss_share_per_minute needs process targets (a resident \
@@ -666,6 +677,9 @@ schemes = [{ preset = "lru_sort" }]
         assert!(g.dry_run);
         assert!(!p.jobs[1].guardrails.dry_run);
         assert_eq!(p.jobs[1].target, TargetPlan::Paddr);
+        let n =
+            parse("[[jobs]]\nname = \"slow\"\ntarget = { node = 1 }\nops = \"idle\"\n").unwrap();
+        assert_eq!(n.jobs[0].target, TargetPlan::Node(1));
     }
 
     #[test]
@@ -681,6 +695,8 @@ schemes = [{ preset = "lru_sort" }]
             ),
             ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\nschemes = [{ preset = \"fast\" }]", "reclaim"),
             ("[[jobs]]\nname = \"a\"\ntarget = { cmdline = \"(\" }", "target.cmdline"),
+            ("[[jobs]]\nname = \"a\"\ntarget = { node = -1 }", "NUMA node id"),
+            ("[[jobs]]\nname = \"a\"\ntarget = { node = 0 }\nops = \"softdirty\"", "watches processes"),
             ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.attrs]\nsample = \"5\"", "attrs.sample"),
             ("listen = \"localhost\"\n[[jobs]]\nname = \"a\"\ntarget = \"paddr\"", "address and port"),
             ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.guardrails]\npsi_pause_above = 10\npsi_resume_below = 20", "resuming"),

@@ -208,6 +208,7 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
             let target = match &plan.target {
                 TargetPlan::Pid(p) => LiveTarget::Pid(*p),
                 TargetPlan::Paddr => LiveTarget::Phys,
+                TargetPlan::Node(n) => LiveTarget::Node(*n),
                 TargetPlan::Sim {
                     path,
                     spec_text,
@@ -358,7 +359,7 @@ fn scheme_statuses(plan: &JobPlan) -> Vec<SchemeStatus> {
 fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env: &Env) {
     let job = plan.name.clone();
     let mut plan = plan.clone();
-    let phys = matches!(target, LiveTarget::Phys);
+    let phys = matches!(target, LiveTarget::Phys | LiveTarget::Node(_));
     set_worker(env, &job, id, |w| {
         w.pid = id as u32;
         w.state = "starting".into();

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use sd_notify::NotifyState;
 use serde::Serialize;
+use udamon_report::fmt_bytes;
 use udamon_session::features::probe;
 use udamon_session::{LiveTarget, Spec};
 
@@ -94,6 +95,7 @@ pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
             };
             let target = match &j.target {
                 TargetPlan::Paddr => LiveTarget::Phys,
+                TargetPlan::Node(n) => LiveTarget::Node(*n),
                 TargetPlan::Sim { .. } => LiveTarget::Sim {
                     spec_text: String::new(),
                     origin: String::new(),
@@ -136,7 +138,7 @@ pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
                 ));
             }
             if let Some(b) = g.max_bytes_per_second {
-                guard.push(format!("at most {b} bytes/s per action"));
+                guard.push(format!("at most {}/s per action", fmt_bytes(b)));
             }
             if let Some(s) = g.max_rss_share_per_minute {
                 guard.push(format!(
@@ -167,10 +169,10 @@ pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
                 },
                 record: j.record.as_ref().map(|r| {
                     format!(
-                        "{} (a file per {} s, at most {} bytes)",
+                        "{} (a file per {} s, at most {} in all)",
                         r.dir.display(),
                         r.rotate_us / 1_000_000,
-                        r.max_total_bytes
+                        fmt_bytes(r.max_total_bytes)
                     )
                 }),
             }

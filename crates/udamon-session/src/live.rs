@@ -75,6 +75,8 @@ pub enum LiveTarget {
     Command(Vec<String>),
     /// The physical address space (System RAM).
     Phys,
+    /// The memory of one NUMA node (its physical addresses).
+    Node(u32),
     /// A simulated workload (a spec's text), run `speed` times faster
     /// than real time, or as fast as it goes when `speed` is `None`.
     Sim {
@@ -590,7 +592,7 @@ pub fn plan(spec: &Spec, features: &Features) -> Result<(&'static str, String)> 
     if let LiveTarget::Sim { .. } = spec.target {
         return Ok(("sim", "a simulated workload runs on udamon's engine".into()));
     }
-    let phys = matches!(spec.target, LiveTarget::Phys);
+    let phys = matches!(spec.target, LiveTarget::Phys | LiveTarget::Node(_));
     let (ops, because) = choose(features, spec.ops, phys)?;
     check_schemes(&spec.schemes, spec.ops, ops, &because, phys)?;
     Ok((ops.name(), because))
@@ -618,7 +620,7 @@ impl Session {
             return Self::start_sim(spec, spec_text, origin, *seed, *speed);
         }
         let features = probe(&spec.root);
-        let phys = matches!(spec.target, LiveTarget::Phys);
+        let phys = matches!(spec.target, LiveTarget::Phys | LiveTarget::Node(_));
         let (ops, because) = choose(&features, spec.ops, phys)?;
         check_schemes(&spec.schemes, spec.ops, ops, &because, phys)?;
         let child = match &spec.target {
@@ -648,7 +650,11 @@ impl Session {
             (_, Some(c)) => c.pid,
             _ => 0,
         };
-        match Self::start_live(spec, pid, ops, because, &features) {
+        let node = match spec.target {
+            LiveTarget::Node(n) => Some(n),
+            _ => None,
+        };
+        match Self::start_live(spec, pid, node, ops, because, &features) {
             Ok(mut s) => {
                 s.child = child;
                 Ok(s)
@@ -727,20 +733,29 @@ impl Session {
     fn start_live(
         spec: &Spec,
         pid: u32,
+        node: Option<u32>,
         ops: OpsChoice,
         because: String,
         features: &Features,
     ) -> Result<Session> {
         let root = spec.root.as_path();
         let phys = pid == 0;
-        let command = if phys {
+        let command = if let Some(n) = node {
+            format!("NUMA node {n}'s memory")
+        } else if phys {
             "physical memory".to_string()
         } else {
             check_target(root, pid)?;
             cmdline(root, pid).unwrap_or_else(|| format!("pid {pid}"))
         };
         let rss_start_kb = rss_swap_kb(root, pid).0;
-        let ram = || system_ram(root).map_err(|e| SessionError::Capability(e.to_string()));
+        let ram = || {
+            match node {
+                Some(n) => udamon_proc::node_ram(root, n),
+                None => system_ram(root),
+            }
+            .map_err(|e| SessionError::Capability(e.to_string()))
+        };
         let mut source = match ops {
             OpsChoice::Kdamond => "tracefs damon:damon_aggregated".to_string(),
             _ => "udamon engine".to_string(),
@@ -812,7 +827,7 @@ impl Session {
                     e => SessionError::Capability(e.to_string()),
                 };
                 let p = if phys {
-                    LiveOps::Phys(PaddrOps::new(root).map_err(cannot)?)
+                    LiveOps::Phys(PaddrOps::with_node(root, node).map_err(cannot)?)
                 } else {
                     LiveOps::Proc(ProcOps::new(root, &[pid], mode).map_err(cannot)?)
                 };

@@ -109,8 +109,14 @@ impl Service {
     }
 
     /// SIGTERM, then the service's output; it must exit 0 in time.
-    fn stop(mut self) -> String {
+    fn stop(self) -> String {
         self.signal(libc::SIGTERM);
+        self.stop_waiting()
+    }
+
+    /// The service's output once it exits (0, in time) after a stop asked
+    /// for already.
+    fn stop_waiting(mut self) -> String {
         let out = finish(self.child.take().unwrap(), 60, "udamon run");
         let err = text(&out.stderr);
         assert!(out.status.success(), "udamon run failed: {err}");
@@ -534,4 +540,71 @@ fn prometheus_scrapes_the_service_and_the_dashboard_has_data() {
     let o = text(&out.stdout);
     assert!(out.status.success(), "{o}{}", text(&out.stderr));
     assert!(o.contains(" exprs return series"), "{o}");
+}
+
+/// Under systemd (NOTIFY_SOCKET, WATCHDOG_USEC): READY=1 once the jobs
+/// run, watchdog pings, RELOADING=1 (with MONOTONIC_USEC) on SIGHUP and
+/// READY=1 after it, STOPPING=1 on SIGTERM.
+#[test]
+fn systemd_hears_ready_reloading_watchdog_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let d = tempfile::tempdir().unwrap();
+    let notify = d.path().join("notify");
+    let sock = UnixDatagram::bind(&notify).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let cfg = d.path().join("u.toml");
+    fs::write(
+        &cfg,
+        sim_config(
+            free_port(),
+            &d.path().join("s"),
+            "",
+            r#"{ preset = "ethp" }"#,
+        ),
+    )
+    .unwrap();
+    // systemd names the watched process: the shell's pid is udamon's after
+    // the exec.
+    let mut c = std::process::Command::new("sh");
+    c.args(["-c", "WATCHDOG_PID=$$ exec \"$0\" run \"$1\""])
+        .arg(env!("CARGO_BIN_EXE_udamon"))
+        .arg(&cfg)
+        .env("NOTIFY_SOCKET", &notify)
+        .env("WATCHDOG_USEC", "1000000")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    let svc = Service {
+        child: Some(child),
+        dir: d.path().to_path_buf(),
+    };
+    let mut heard = Vec::new();
+    let mut listen_until = |want: &str, heard: &mut Vec<String>| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(30) {
+            let mut buf = [0u8; 512];
+            let Ok(n) = sock.recv(&mut buf) else { break };
+            let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+            heard.push(msg.clone());
+            if msg.contains(want) {
+                return;
+            }
+        }
+        panic!("{want} not heard; heard {heard:?}");
+    };
+    listen_until("READY=1", &mut heard);
+    listen_until("WATCHDOG=1", &mut heard);
+    svc.signal(libc::SIGHUP);
+    listen_until("RELOADING=1", &mut heard);
+    assert!(
+        heard.last().unwrap().contains("MONOTONIC_USEC="),
+        "{heard:?}"
+    );
+    listen_until("READY=1", &mut heard);
+    svc.signal(libc::SIGTERM);
+    listen_until("STOPPING=1", &mut heard);
+    let err = svc.stop_waiting();
+    assert!(err.contains("msg=stopped"), "{err}");
 }
