@@ -581,7 +581,7 @@ fn systemd_hears_ready_reloading_watchdog_and_stopping() {
         dir: d.path().to_path_buf(),
     };
     let mut heard = Vec::new();
-    let mut listen_until = |want: &str, heard: &mut Vec<String>| {
+    let listen_until = |want: &str, heard: &mut Vec<String>| {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(30) {
             let mut buf = [0u8; 512];
