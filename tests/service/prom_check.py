@@ -575,7 +575,9 @@ def screenshot(run, prom, version):
     # Prometheus 3's UI moved the graph page to /query (g0.tab=graph); 2.x has /graph (g0.tab=0).
     page, tab = ("/query", "graph") if major >= 3 else ("/graph", "0")
     # The data is only --settle seconds old: a 1 minute range shows it, 5 minutes would be a sliver.
-    params = {"g0.expr": expr, "g0.tab": tab, "g0.range_input": "1m"}
+    # The graph spans the scrapes so far, rounded up to whole minutes.
+    minutes = max(1, int((args.settle + 59) // 60))
+    params = {"g0.expr": expr, "g0.tab": tab, "g0.range_input": f"{minutes}m"}
     if major < 3:
         params["g0.stacked"] = "0"
     url = prom + page + "?" + urllib.parse.urlencode(params)

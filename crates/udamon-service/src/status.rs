@@ -124,6 +124,9 @@ pub struct WorkerStatus {
     /// Why it ended, or the error that ended it.
     pub reason: Option<String>,
     pub snapshots: u64,
+    /// The end of the last snapshot since the session began (us): wall
+    /// time for live targets, simulated time for simulations.
+    pub monitored_us: u64,
     pub regions: u64,
     pub sample_us: u64,
     pub aggr_us: u64,
@@ -153,6 +156,7 @@ impl WorkerStatus {
     /// when it was accessed in the last one).
     pub fn take_snapshot(&mut self, s: &Snapshot) {
         self.snapshots += 1;
+        self.monitored_us = s.end_us;
         let aggr_s = self.aggr_us.max(1) as f64 / 1e6;
         self.regions = s.nr_regions() as u64;
         self.idle.clear();

@@ -457,7 +457,8 @@ pub struct BenchArgs {
     /// Print the figures as JSON
     #[arg(long)]
     pub json: bool,
-    /// Run only these parts (cost, record, heatmap, accuracy, schemes, tune)
+    /// Run only these parts (cost, record, heatmap, accuracy, schemes, tune;
+    /// service, the service's 24-hour soak, runs only when named)
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
 }

@@ -167,3 +167,112 @@ fn has(tool: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| Path::new(&d).join(tool).is_file()))
 }
+
+/// The README's service block, as written: `udamon run ... &` starts the
+/// service (bounded by the harness), the `curl` and `ctl` lines run against
+/// it (once it answers), `kill -HUP %1` reloads it and `kill %1` stops it
+/// with exit 0. The complete config shown below the block is checked too.
+#[test]
+fn readme_service_commands_run_as_written() {
+    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::os::unix::fs::symlink(repo("examples"), d.join("examples")).unwrap();
+    let lines = block_after(&readme, "## As a service");
+    let mut service: Option<std::process::Child> = None;
+    let mut seen = Vec::new();
+    for line in &lines {
+        let code = line.split(" #").next().unwrap().trim();
+        let signal = |sig: i32| {
+            let pid = service.as_ref().expect("a service started above").id();
+            // SAFETY: kill has no memory effects; the child is ours.
+            unsafe { libc::kill(pid as i32, sig) };
+        };
+        match code {
+            "kill -HUP %1" => {
+                signal(libc::SIGHUP);
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                let c = service.as_mut().unwrap();
+                if c.try_wait().unwrap().is_some() {
+                    let out = common::finish(service.take().unwrap(), 10, "udamon run");
+                    panic!("{line}: the service ended: {}", text(&out.stderr));
+                }
+            }
+            "kill %1" => {
+                signal(libc::SIGTERM);
+                let out = common::finish(service.take().unwrap(), 60, "udamon run");
+                assert!(out.status.success(), "{line}: {}", text(&out.stderr));
+                assert!(
+                    text(&out.stderr).contains("msg=stopped"),
+                    "{}",
+                    text(&out.stderr)
+                );
+            }
+            c if c.starts_with("udamon run ") && c.ends_with('&') => {
+                let args: Vec<&str> = c[7..c.len() - 1].split_whitespace().collect();
+                service = Some(common::spawn(d, &args, DEFAULT));
+            }
+            c if c.starts_with("udamon ") || c.starts_with("curl ") => {
+                // Once the service answers (it starts in well under a second).
+                let started = std::time::Instant::now();
+                let out = loop {
+                    let mut cmd = Command::new("bash");
+                    let c = c.replacen(
+                        "udamon ",
+                        &format!("'{}' ", env!("CARGO_BIN_EXE_udamon")),
+                        1,
+                    );
+                    cmd.arg("-c")
+                        .arg(format!("set -o pipefail; {c}"))
+                        .current_dir(d);
+                    let out = run_bounded(cmd, DEFAULT, line);
+                    if out.status.success()
+                        || service.is_none()
+                        || started.elapsed() > std::time::Duration::from_secs(30)
+                    {
+                        break out;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                };
+                if c.starts_with("curl ") && !has("curl") {
+                    eprintln!("curl is not installed: {line} not run");
+                    continue;
+                }
+                assert!(out.status.success(), "{line}: {}", text(&out.stderr));
+                assert!(!out.stdout.is_empty(), "{line}: no output");
+            }
+            _ => panic!("the README's service block has a line this test cannot run: {line}"),
+        }
+        seen.push(code.to_string());
+    }
+    assert!(service.is_none(), "the block leaves the service running");
+    assert!(seen.len() >= 6, "{seen:?}");
+    // The complete config: valid (only this machine's paths may be
+    // missing), and the one packaging/ ships.
+    let at = readme.find("A complete config for a machine").unwrap();
+    let rest = &readme[at..];
+    let start = rest.find("```toml\n").unwrap() + 8;
+    let toml = &rest[start..start + rest[start..].find("```").unwrap()];
+    let cfg = d.join("udamon.toml");
+    std::fs::write(&cfg, toml).unwrap();
+    let out = udamon_within(d, &["run", "--check", cfg.to_str().unwrap()], DEFAULT);
+    let o = text(&out.stdout);
+    assert!(
+        o.contains("job redis-reclaim: comm redis-server"),
+        "{o}{}",
+        text(&out.stderr)
+    );
+    assert!(o.contains("job batch-thp"), "{o}");
+    let strip = |t: &str| -> Vec<String> {
+        t.lines()
+            .map(|l| l.split(" #").next().unwrap().trim().to_string())
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect()
+    };
+    let shipped = std::fs::read_to_string(repo("packaging/udamon.toml")).unwrap();
+    assert_eq!(
+        strip(toml),
+        strip(&shipped),
+        "README's config and packaging/udamon.toml differ"
+    );
+}

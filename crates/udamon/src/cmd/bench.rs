@@ -43,6 +43,8 @@ struct Report {
     schemes: Vec<SchemeRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tune: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service: Option<super::bench_service::ServiceSoak>,
 }
 
 #[derive(Serialize)]
@@ -122,11 +124,21 @@ fn wants(a: &BenchArgs, part: &str) -> bool {
     a.only.is_empty() || a.only.iter().any(|p| p == part)
 }
 
+/// Parts run only when `--only` names them (they take long).
+fn asked(a: &BenchArgs, part: &str) -> bool {
+    a.only.iter().any(|p| p == part)
+}
+
 pub fn run(a: BenchArgs) -> Result<()> {
     for p in &a.only {
-        if !["cost", "record", "heatmap", "accuracy", "schemes", "tune"].contains(&p.as_str()) {
+        if ![
+            "cost", "record", "heatmap", "accuracy", "schemes", "tune", "service",
+        ]
+        .contains(&p.as_str())
+        {
             bail!(crate::UsageError(format!(
-                "--only {p}: unknown part (expected cost, record, heatmap, accuracy, schemes or tune)"
+                "--only {p}: unknown part (expected cost, record, heatmap, accuracy, schemes, \
+                 tune or service)"
             )));
         }
     }
@@ -145,6 +157,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if wants(&a, "tune") {
         report.tune = Some(super::tune::bench_tune(a.quick, a.json)?);
+    }
+    if asked(&a, "service") {
+        report.service = Some(super::bench_service::soak(a.quick, a.json)?);
     }
     if a.json {
         print_json(&report)?;

@@ -2,6 +2,7 @@
 
 mod apply;
 mod bench;
+mod bench_service;
 mod cleanup;
 mod demo;
 mod features;

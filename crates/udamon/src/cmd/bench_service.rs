@@ -1,0 +1,193 @@
+//! `udamon bench --only service`: the service's soak. Three simulated jobs
+//! at 1,000 regions run as fast as they go for 24 simulated hours (2 with
+//! --quick) inside this process; its resident set after the first
+//! simulated hour and at the end, and the latency of 1,000 scrapes of the
+//! metrics endpoint while the jobs run.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub struct ServiceSoak {
+    pub jobs: usize,
+    pub simulated_hours: f64,
+    pub wall_s: f64,
+    pub avg_regions_per_job: f64,
+    pub rss_after_first_hour_bytes: u64,
+    pub rss_end_bytes: u64,
+    /// End over first hour: 1.0 is no growth.
+    pub rss_growth: f64,
+    pub scrapes: usize,
+    pub scrape_bytes: usize,
+    pub scrape_median_ms: f64,
+    pub scrape_p99_ms: f64,
+}
+
+fn rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    udamon_proc::proc_field(&s, "VmRSS:").unwrap_or(0) * 1024
+}
+
+fn scrape(port: u16) -> Result<usize> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out)?;
+    Ok(out.len())
+}
+
+pub fn soak(quick: bool, json: bool) -> Result<ServiceSoak> {
+    let hours: u64 = if quick { 2 } else { 24 };
+    let dir = tempfile_dir()?;
+    let spec = dir.join("spec.toml");
+    std::fs::write(&spec, udamon_sim::DEMO_SPEC)?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut cfg = format!(
+        "listen = \"127.0.0.1:{port}\"\nsocket = \"{}\"\n",
+        dir.join("ctl.sock").display()
+    );
+    // Long intervals keep 24 simulated hours affordable; the region count,
+    // which the service's memory and scrapes scale with, is the point.
+    for j in 0..3 {
+        cfg.push_str(&format!(
+            r#"
+[[jobs]]
+name = "soak{j}"
+target = {{ sim = "spec.toml", speed = "max", seed = {j} }}
+schemes = [{{ inline = "4K max 0 0 10m max pageout" }}, {{ preset = "ethp" }}]
+[jobs.attrs]
+sample = "100ms"
+aggr = "2s"
+update = "10s"
+min_regions = 1000
+max_regions = 1000
+"#
+        ));
+    }
+    let config = dir.join("soak.toml");
+    std::fs::write(&config, cfg)?;
+    udamon_service::log::set_level(udamon_service::log::Level::Warn);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (c, s) = (config.clone(), Arc::clone(&stop));
+    let service = std::thread::spawn(move || {
+        udamon_service::run(&c, &udamon_service::Options { root: "/".into() }, s)
+    });
+    let socket = dir.join("ctl.sock");
+    let started = Instant::now();
+    let hour_us = 3_600_000_000u64;
+    let mut rss_hour = None;
+    let mut regions: f64;
+    let mut last_print = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        if service.is_finished() {
+            bail!("the service ended before the soak did");
+        }
+        let Ok(st) = udamon_service::ctl_request(&socket, "status") else {
+            continue;
+        };
+        let workers: Vec<&serde_json::Value> = st["jobs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|j| {
+                j["workers"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|w| w.values())
+            })
+            .collect();
+        if workers.len() < 3 {
+            continue;
+        }
+        let min_us = workers
+            .iter()
+            .map(|w| w["monitored_us"].as_u64().unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        regions = workers
+            .iter()
+            .map(|w| w["regions"].as_f64().unwrap_or(0.0))
+            .sum::<f64>()
+            / workers.len() as f64;
+        if rss_hour.is_none() && min_us >= hour_us {
+            rss_hour = Some(rss_bytes());
+        }
+        if !json && last_print.elapsed() >= Duration::from_secs(10) {
+            last_print = Instant::now();
+            eprintln!(
+                "udamon: bench service: {:.1} of {hours} simulated hours, {:.0} s",
+                min_us as f64 / hour_us as f64,
+                started.elapsed().as_secs_f64()
+            );
+        }
+        if min_us >= hours * hour_us {
+            break;
+        }
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    let rss_end = rss_bytes();
+    let mut lat = Vec::with_capacity(1000);
+    let mut bytes = 0;
+    for _ in 0..1000 {
+        let t = Instant::now();
+        bytes = scrape(port).context("scraping the service")?;
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    lat.sort_by(f64::total_cmp);
+    stop.store(true, Ordering::SeqCst);
+    match service.join() {
+        Ok(r) => r?,
+        Err(_) => bail!("the service thread panicked"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let rss_hour = rss_hour.unwrap_or(rss_end);
+    let r = ServiceSoak {
+        jobs: 3,
+        simulated_hours: hours as f64,
+        wall_s,
+        avg_regions_per_job: regions,
+        rss_after_first_hour_bytes: rss_hour,
+        rss_end_bytes: rss_end,
+        rss_growth: rss_end as f64 / rss_hour.max(1) as f64,
+        scrapes: lat.len(),
+        scrape_bytes: bytes,
+        scrape_median_ms: lat[lat.len() / 2],
+        scrape_p99_ms: lat[lat.len() * 99 / 100],
+    };
+    if !json {
+        println!(
+            "service soak: 3 simulated jobs at {:.0} regions for {hours} simulated hours in {:.0} s",
+            r.avg_regions_per_job, r.wall_s
+        );
+        println!(
+            "  RSS {} after the first hour, {} at the end ({:+.1}%)",
+            udamon_report::fmt_bytes(r.rss_after_first_hour_bytes),
+            udamon_report::fmt_bytes(r.rss_end_bytes),
+            (r.rss_growth - 1.0) * 100.0
+        );
+        println!(
+            "  {} scrapes of {}: median {:.2} ms, p99 {:.2} ms",
+            r.scrapes,
+            udamon_report::fmt_bytes(r.scrape_bytes as u64),
+            r.scrape_median_ms,
+            r.scrape_p99_ms
+        );
+    }
+    Ok(r)
+}
+
+fn tempfile_dir() -> Result<std::path::PathBuf> {
+    let d = std::env::temp_dir().join(format!("udamon-bench-service-{}", std::process::id()));
+    std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
+    Ok(d)
+}
