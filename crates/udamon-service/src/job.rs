@@ -167,6 +167,9 @@ pub fn matching_pids(root: &Path, t: &TargetPlan) -> Vec<u32> {
 
 fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
     let mut workers: BTreeMap<u64, Worker> = BTreeMap::new();
+    // Processes whose session could not start: not tried again while they
+    // run (a retry every scan would only repeat the error).
+    let mut failed: std::collections::BTreeSet<u64> = Default::default();
     let mut started_once = false;
     let mut last_scan = None::<Instant>;
     loop {
@@ -190,14 +193,28 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
                 let _ = w.thread.join();
             }
             if plan.target.is_set() {
-                env.with_job(&plan.name, |j| j.retire(id));
+                let gave_up = env
+                    .with_job(&plan.name, |j| {
+                        let f = j.workers.get(&id).is_some_and(|w| w.state == "failed");
+                        j.retire(id);
+                        f
+                    })
+                    .unwrap_or(false);
+                if gave_up {
+                    failed.insert(id);
+                }
             }
         }
         if plan.target.is_set() {
             if last_scan.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
                 last_scan = Some(Instant::now());
-                for pid in matching_pids(&env.root, &plan.target) {
+                let now = matching_pids(&env.root, &plan.target);
+                failed.retain(|id| now.iter().any(|&p| u64::from(p) == *id));
+                for pid in now {
                     let id = u64::from(pid);
+                    if failed.contains(&id) {
+                        continue;
+                    }
                     workers
                         .entry(id)
                         .or_insert_with(|| spawn_worker(id, LiveTarget::Pid(pid), &plan, &env));
@@ -375,6 +392,10 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
             dry_run: plan.guardrails.dry_run,
             duration_us: None,
             stop_on_exec: false,
+            warn: {
+                let job = job.clone();
+                udamon_session::Warner::new(move |m| log::warn(Some(&job), m))
+            },
         };
         let s = Session::start(&spec);
         if let Ok(s) = &s {
@@ -594,14 +615,27 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
             let dry = new_plan.guardrails.dry_run || !paused.is_empty();
             match session.commit(new_plan.attrs, new_plan.effective_schemes(), dry) {
                 Ok(()) => {
-                    let schemes_changed = reload.is_some() && new_plan.schemes != plan.schemes;
+                    // Kernel DAMON keeps a scheme's statistics through a
+                    // commit; our engine starts them again, so what they
+                    // counted is kept. Either way a scheme's counters go on
+                    // growing (per index) across reloads and pauses.
+                    let restarts = info.path != "kdamond";
                     set_worker(env, &job, id, |w| {
-                        if schemes_changed {
-                            // Other schemes now: their totals start anew.
-                            w.schemes = scheme_statuses(&new_plan);
-                        } else {
-                            for s in &mut w.schemes {
-                                s.reset();
+                        let fresh = scheme_statuses(&new_plan);
+                        w.schemes.truncate(fresh.len());
+                        for (i, f) in fresh.into_iter().enumerate() {
+                            match w.schemes.get_mut(i) {
+                                Some(s) => {
+                                    if restarts {
+                                        s.reset();
+                                    }
+                                    s.action = f.action;
+                                    s.description = f.description;
+                                    s.origin = f.origin;
+                                    s.goals = f.goals;
+                                    s.capped_by_guardrail = f.capped_by_guardrail;
+                                }
+                                None => w.schemes.push(f),
                             }
                         }
                     });
@@ -663,7 +697,9 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
     if let Err(e) = &summary {
         log::error(Some(&job), &format!("ending the session: {e}"));
     }
-    let level = if ended_short == "failed" || ended_by == "interrupted" {
+    // A stop asked for, a failure (already logged as an error) and a
+    // process of a set leaving are routine; a single target ending is not.
+    let level = if ended_short == "failed" || ended_by == "interrupted" || plan.target.is_set() {
         log::Level::Info
     } else {
         log::Level::Warn

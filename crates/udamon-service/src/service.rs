@@ -113,6 +113,7 @@ pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
                 dry_run: j.guardrails.dry_run,
                 duration_us: None,
                 stop_on_exec: false,
+                warn: udamon_session::Warner::default(),
             };
             let mut result = udamon_session::plan(&spec, &features);
             if let Ok(("kdamond", _)) = &result {

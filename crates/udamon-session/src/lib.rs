@@ -9,7 +9,7 @@
 //! The feature probe ([`features`]) lives here, next to the path choice it
 //! informs. Nothing here installs signal handlers or prints to stdout: the
 //! caller passes its stop request to [`Session::next`] and decides what to
-//! show; warnings go to stderr prefixed "udamon: warning:".
+//! show; warnings go to the spec's [`Warner`] (stderr by default).
 
 pub mod features;
 mod live;
@@ -22,6 +22,34 @@ pub use live::{
 };
 pub use recorder::{FileWriter, Gaps, LiveSummary, Recorder};
 pub use schemes::{scheme_reports, SchemeReport};
+
+/// Where a session's warnings go: by default stderr, as
+/// "udamon: warning: ..."; the service sends them to its log, with the job
+/// they belong to.
+#[derive(Clone)]
+pub struct Warner(std::sync::Arc<dyn Fn(&str) + Send + Sync>);
+
+impl Warner {
+    pub fn new(f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Warner(std::sync::Arc::new(f))
+    }
+
+    pub fn warn(&self, msg: &str) {
+        (self.0)(msg)
+    }
+}
+
+impl Default for Warner {
+    fn default() -> Self {
+        Warner::new(|m| eprintln!("udamon: warning: {m}"))
+    }
+}
+
+impl std::fmt::Debug for Warner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Warner")
+    }
+}
 
 /// Why a session could not start or go on.
 #[derive(Debug, thiserror::Error)]

@@ -104,6 +104,8 @@ pub struct Spec {
     /// End the session when the process execs (default: follow the new
     /// program).
     pub stop_on_exec: bool,
+    /// Where warnings go.
+    pub warn: crate::Warner,
 }
 
 /// What a session watches and how, fixed at its start.
@@ -498,6 +500,7 @@ pub struct Session {
     kcpu0: Option<f64>,
     rss_start_kb: Option<u64>,
     finished: bool,
+    warn: crate::Warner,
 }
 
 impl std::fmt::Debug for Session {
@@ -727,6 +730,7 @@ impl Session {
             kcpu0: None,
             rss_start_kb: None,
             finished: false,
+            warn: spec.warn.clone(),
         })
     }
 
@@ -774,9 +778,9 @@ impl Session {
                     }
                 };
                 if spec.dry_run {
-                    eprintln!(
-                        "udamon: kernel DAMON has no dry run: the schemes run as stat, which \
-                         counts what they try but not what they would apply"
+                    spec.warn.warn(
+                        "kernel DAMON has no dry run: the schemes run as stat, which counts \
+                         what they try but not what they would apply",
                     );
                 }
                 let mut config = KdamonConfig {
@@ -844,11 +848,10 @@ impl Session {
             }
         };
         if ops == OpsChoice::Softdirty {
-            eprintln!(
-                "udamon: warning: soft-dirty monitoring clears the whole process's soft-dirty \
-                 bits every sample (tools that rely on them, such as CRIU's incremental dumps, \
-                 lose them), and the process takes a fault on its first write to a page after \
-                 each"
+            spec.warn.warn(
+                "soft-dirty monitoring clears the whole process's soft-dirty bits every sample \
+                 (tools that rely on them, such as CRIU's incremental dumps, lose them), and the \
+                 process takes a fault on its first write to a page after each",
             );
         }
         let mut s = Session {
@@ -874,6 +877,7 @@ impl Session {
             kcpu0: None,
             rss_start_kb,
             finished: false,
+            warn: spec.warn.clone(),
         };
         s.monitor().set_deadline(spec.duration_us);
         s.kcpu0 = s.kdamond_pid().and_then(|k| stat_cpu_s(root, k));
@@ -882,6 +886,11 @@ impl Session {
 
     pub fn info(&self) -> &SessionInfo {
         &self.info
+    }
+
+    /// Where this session's warnings go.
+    pub fn warner(&self) -> &crate::Warner {
+        &self.warn
     }
 
     /// The attributes committed last (the intervals as given; see
@@ -1143,7 +1152,7 @@ impl Session {
                     if matches!(err, ProcError::PfnHidden { .. } | ProcError::Denied { .. }) {
                         return Err(SessionError::Capability(err.to_string()));
                     }
-                    eprintln!("udamon: warning: {err}");
+                    self.warn.warn(&err.to_string());
                 }
                 if e.ops_mut().inner_mut().take_execs() > 0 {
                     if self.stop_on_exec {
@@ -1217,7 +1226,7 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         if let Err(e) = self.finish() {
-            eprintln!("udamon: warning: {e}");
+            self.warn.warn(&e.to_string());
         }
     }
 }

@@ -100,6 +100,7 @@ pub struct Recorder {
     gaps: Gaps,
     next_stats_us: u64,
     last_flush: Instant,
+    warn: crate::Warner,
 }
 
 impl Recorder {
@@ -115,6 +116,7 @@ impl Recorder {
             gaps: Gaps::default(),
             next_stats_us: 0,
             last_flush: Instant::now(),
+            warn: session.warner().clone(),
         }
     }
 
@@ -148,7 +150,7 @@ impl Recorder {
                                 serde_json::json!({ "end_us": s.end_us, "schemes": reports });
                             w.push_json("schemes", &entry)?;
                         }
-                        Err(e) => eprintln!("udamon: warning: {e}"),
+                        Err(e) => self.warn.warn(&e.to_string()),
                     }
                 }
                 if self.last_flush.elapsed() >= FLUSH_EVERY {
@@ -196,7 +198,8 @@ impl Recorder {
         let elapsed = session.elapsed().as_secs_f64().max(1e-9);
         let schemes = if self.with_schemes {
             session.schemes().unwrap_or_else(|e| {
-                eprintln!("udamon: warning: {e}; the summary has no scheme statistics");
+                self.warn
+                    .warn(&format!("{e}; the summary has no scheme statistics"));
                 Vec::new()
             })
         } else {
@@ -234,12 +237,12 @@ impl Recorder {
             schemes,
         };
         if self.gaps.count > 0 {
-            eprintln!(
-                "udamon: warning: {} gap(s) in the aggregations, the longest {:.1}s: no snapshot \
-                 covers those times as one window (the record marks each)",
+            self.warn.warn(&format!(
+                "{} gap(s) in the aggregations, the longest {:.1}s: no snapshot covers those \
+                 times as one window (the record marks each)",
                 self.gaps.count,
                 self.gaps.longest_us as f64 / 1e6
-            );
+            ));
         }
         if let Some(mut w) = self.writer.take() {
             if !summary.schemes.is_empty() {

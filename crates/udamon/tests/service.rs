@@ -264,6 +264,14 @@ fn the_service_serves_metrics_reloads_guards_and_stops() {
     }
     assert!(value(&m, "udamon_job_wss_bytes{udamon_job=\"demo\"}").unwrap() > 0.0);
     check_with_promtool(&m);
+    let applied = |m: &str| {
+        value(
+            m,
+            "udamon_scheme_applied_bytes_total{udamon_job=\"demo\",scheme=\"0\",action=\"pageout\"}",
+        )
+        .unwrap()
+    };
+    let applied_before = applied(&m);
 
     // A broken config is refused; the old one goes on.
     fs::write(&cfg, "[[jobs]]\nname = \"demo\"\n").unwrap();
@@ -296,6 +304,12 @@ fn the_service_serves_metrics_reloads_guards_and_stops() {
     assert_eq!(
         value(&m, "udamon_job_dry_run{udamon_job=\"demo\"}"),
         Some(1.0)
+    );
+    // A reload is no counter reset: what the scheme applied before stays.
+    assert!(
+        applied(&m) >= applied_before,
+        "{} < {applied_before}",
+        applied(&m)
     );
     write(
         &root,
@@ -607,4 +621,36 @@ fn systemd_hears_ready_reloading_watchdog_and_stopping() {
     listen_until("STOPPING=1", &mut heard);
     let err = svc.stop_waiting();
     assert!(err.contains("msg=stopped"), "{err}");
+}
+
+/// A process whose session cannot start (here: no idle page bitmap) is
+/// reported once, in the log and in `ctl status`, and not retried at every
+/// scan while it runs.
+#[test]
+fn a_session_that_cannot_start_is_reported_once() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    write(&root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
+    fake_process(&root, PID, "batch\0nightly\0");
+    let socket = d.path().join("ctl.sock");
+    let cfg = d.path().join("u.toml");
+    fs::write(
+        &cfg,
+        format!(
+            "socket = \"{}\"\n[[jobs]]\nname = \"b\"\ntarget = {{ comm = \"worker\" }}\nops = \"idle\"\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let svc = Service::start(d.path(), &cfg, &root);
+    // Three scans' worth.
+    std::thread::sleep(Duration::from_secs(7));
+    let st = svc.ctl(&socket, &["status"]);
+    assert!(
+        text(&st.stdout).contains("last problem: --ops idle is not available"),
+        "{}",
+        text(&st.stdout)
+    );
+    let err = svc.stop();
+    assert_eq!(err.matches("cannot start monitoring").count(), 1, "{err}");
 }

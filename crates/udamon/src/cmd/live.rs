@@ -46,6 +46,7 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
         dry_run: run.dry_run,
         duration_us: run.duration_us,
         stop_on_exec: run.stop_on_exec,
+        warn: udamon_session::Warner::default(),
     };
     let mut session = Session::start(&spec)?;
     if session.kdamond_pid().is_some() {
