@@ -14,6 +14,7 @@
 import base64
 import io
 import json
+import math
 import os
 import re
 import sys
@@ -939,8 +940,248 @@ def check_trace_cost(d, out):
         raise Fail("the tracepoint halves kernel DAMON's pageout per CPU-second: " + msg)
     return msg
 
+METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$')
+
+
+def parse_scrapes(text):
+    """Scrapes of the service's /metrics, each after a line
+    '# scrape UPTIME kdamond_pid=P age_min=M': [{t, kdamond_pid, age_min,
+    m: {(name, ((label, value), ...)): float}}]."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("# scrape "):
+            p = line.split()
+            extra = dict(x.split("=", 1) for x in p[3:] if "=" in x)
+            out.append({"t": float(p[2]), "kdamond_pid": extra.get("kdamond_pid", ""),
+                        "age_min": extra.get("age_min", ""), "m": {}})
+            continue
+        if not out or line.startswith("#"):
+            continue
+        mt = METRIC_LINE.match(line.strip())
+        if not mt:
+            continue
+        labels = tuple(sorted(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', mt.group(2) or "")))
+        try:
+            out[-1]["m"][(mt.group(1), labels)] = float(mt.group(3))
+        except ValueError:
+            pass
+    return out
+
+
+def metric(scrape, name, **labels):
+    """Sum of NAME's samples whose labels include LABELS (None if none)."""
+    vals = [v for (n, ls), v in scrape["m"].items()
+            if n == name and all((k, str(x)) in ls for k, x in labels.items())]
+    return sum(vals) if vals else None
+
+
+def status_job(st, name):
+    for j in (st or {}).get("jobs", []):
+        if j.get("name") == name:
+            return j
+    return {}
+
+
+def job_snapshots(st, name):
+    j = status_job(st, name)
+    return sum(w.get("snapshots", 0) for w in j.get("workers", {}).values()) + j.get("retired_snapshots", 0)
+
+
+def check_service(d, out):
+    """`udamon run` with a kdamond job (A) and an engine job (B) for two
+    minutes: reloads online, metrics, a clean SIGTERM, and its CPU cost
+    next to `udamon record`'s."""
+    ops_b = read(d, "ops.txt").strip()
+    figs, problems = [], []
+    # --check
+    chk = json_file(d, "check.json") or {}
+    paths = {j.get("name"): (j.get("path") or {}) for j in chk.get("jobs", [])}
+    pa, pb = paths.get("A", {}).get("Ok"), paths.get("B", {}).get("Ok")
+    figs.append(f"--check exit {read(d, 'check.rc', '?').strip()} (A {pa}, B {pb})")
+    if pa != "kdamond" or pb != ops_b:
+        problems.append(f"run --check planned A={paths.get('A')} B={paths.get('B')} "
+                        f"(want kdamond and {ops_b})")
+    # both jobs up, for how long
+    scrapes = parse_scrapes(read(d, "metrics.txt", "")) + parse_scrapes(read(d, "metrics-first.txt", "")) \
+        + parse_scrapes(read(d, "metrics-last.txt", ""))
+    scrapes.sort(key=lambda s: s["t"])
+    if not scrapes:
+        raise Fail("no metrics were scraped: " + read(d, "metrics.txt", "")[:300])
+    both = [s for s in scrapes if metric(s, "udamon_job_up", udamon_job="A") == 1
+            and metric(s, "udamon_job_up", udamon_job="B") == 1]
+    span = both[-1]["t"] - both[0]["t"] if both else 0.0
+    figs.append(f"both jobs up in {len(both)}/{len(scrapes)} scrapes over {span:.0f}s")
+    if span < 120 or len(both) < len(scrapes) - 1:
+        problems.append(f"the two jobs were not both up for two minutes ({len(both)}/{len(scrapes)} scrapes, {span:.0f}s)")
+    paths_m = {}
+    for (n, ls), v in scrapes[-1]["m"].items():
+        if n == "udamon_job_info":
+            lab = dict(ls)
+            paths_m[lab.get("udamon_job")] = lab.get("path")
+    if paths_m.get("A") != "kdamond" or paths_m.get("B") != ops_b:
+        problems.append(f"udamon_job_info paths {paths_m} (want A kdamond, B {ops_b})")
+    # the kdamond: one pid for the whole run
+    kpids = sorted({s["kdamond_pid"] for s in scrapes if s["kdamond_pid"]})
+    unread = sum(1 for s in scrapes if not s["kdamond_pid"])
+    # reloads
+    logtext = read(d, "svc.err", "")
+    prev_age = None
+    first = kv(read(d, "reload-1.txt", ""))
+    if first.get("age_min_before"):
+        prev_age = first["age_min_before"]
+    for k in (1, 2):
+        r = kv(read(d, f"reload-{k}.txt", ""))
+        if not r:
+            problems.append(f"reload {k} did not happen")
+            continue
+        before, after = json_file(d, f"status-before-{k}.json") or {}, json_file(d, f"status-after-{k}.json") or {}
+        bj = status_job(after, "B")
+        bdesc = [s.get("description", "") for w in bj.get("workers", {}).values() for s in w.get("schemes", [])]
+        want_b = f"idle for {r.get('b_min_age_s')}s.."
+        snaps = {j: (job_snapshots(before, j), job_snapshots(after, j)) for j in ("A", "B")}
+        t0 = float(r.get("t0", "0") or 0)
+        took = [float(r[x]) - t0 for x in ("age_seen_at", "b_seen_at") if r.get(x)]
+        how = "SIGHUP" if r.get("how") == "sighup" else "ctl reload"
+        figs.append(f"reload {k} ({how}, A min_age {r.get('a_min_age_s')}s, B {r.get('b_min_age_s')}s): "
+                    f"kdamond pid {r.get('pid_before')}→{r.get('pid_after')}, age/min {r.get('age_min_before')}→"
+                    f"{r.get('age_min_after')} (want {r.get('want_age_min')}), B's scheme "
+                    f"{'shows ' + repr(want_b) if any(want_b in x for x in bdesc) else 'is ' + repr(bdesc)}"
+                    + (f", in force after {max(took):.1f}s" if len(took) == 2 else ""))
+        if r.get("pid_before") != r.get("pid_after") or not r.get("pid_before"):
+            problems.append(f"reload {k} restarted the kdamond (pid {r.get('pid_before')}→{r.get('pid_after')})")
+        if r.get("age_min_after") != r.get("want_age_min") or not r.get("age_seen_at"):
+            problems.append(f"reload {k}: sysfs age/min {r.get('age_min_after')}, want {r.get('want_age_min')}")
+        if prev_age is not None and r.get("age_min_before") != prev_age:
+            problems.append(f"reload {k}: sysfs age/min was {r.get('age_min_before')} before it, want {prev_age}")
+        prev_age = r.get("want_age_min")
+        if not any(want_b in x for x in bdesc):
+            problems.append(f"reload {k}: job B's scheme in ctl status is {bdesc}, want {want_b!r}")
+        for j, (b, a) in snaps.items():
+            if a < b or b == 0:
+                problems.append(f"reload {k}: job {j}'s snapshots {b}→{a} (the session was restarted or idle)")
+        if k == 2:
+            msg = read(d, "ctl-reload-2.out", "").strip().replace("\n", "; ")
+            figs[-1] += f", ctl said {msg!r}"
+            if r.get("ctl_rc") != "0":
+                problems.append(f"udamon ctl reload exited {r.get('ctl_rc')}: {read(d, 'ctl-reload-2.err', '')[-200:]}")
+    online = len(re.findall(r'msg="reloaded: A: updated online; B: updated online"', logtext))
+    restarted = re.findall(r'.*restarted.*', logtext)
+    figs.append(f"log: {online} reloads 'A: updated online; B: updated online'")
+    if online != 2 or restarted:
+        problems.append(f"the log does not show two online reloads of both jobs: {restarted[:2] or online}")
+    if len(kpids) != 1 or not kpids[0]:
+        problems.append(f"kdamond 0's pid changed during the run: {kpids}")
+    final_a = status_job(json_file(d, "status-end.json"), "A")
+    kp_status = {w.get("kdamond_pid") for w in final_a.get("workers", {}).values()}
+    figs.append(f"kdamond pid {','.join(kpids)} throughout (ctl status: {sorted(map(str, kp_status))}"
+                + (f"; unreadable in {unread} scrapes" if unread else "") + ")")
+    if kpids and {str(x) for x in kp_status} != {kpids[0]}:
+        problems.append(f"ctl status gives job A's kdamond pid {kp_status}, sysfs {kpids}")
+    # metrics: A's applied bytes, WSS of both
+    appl = [metric(s, "udamon_scheme_applied_bytes_total", udamon_job="A") or 0 for s in scrapes]
+    applb = [metric(s, "udamon_scheme_applied_bytes_total", udamon_job="B") or 0 for s in scrapes]
+    wss = {j: [metric(s, "udamon_job_wss_bytes", udamon_job=j) for s in both] for j in ("A", "B")}
+    wss = {j: sorted(v for v in vs if v is not None) for j, vs in wss.items()}
+    med = {j: (vs[len(vs) // 2] if vs else 0) for j, vs in wss.items()}
+    nz = {j: sum(1 for v in vs if v > 0) for j, vs in wss.items()}
+    figs.append(f"A applied {max(appl) / 2**20:.0f} MiB (last scrape {appl[-1] / 2**20:.0f}), "
+                f"B applied {max(applb) / 2**20:.0f} MiB; WSS median A {med['A'] / 2**20:.1f} MiB "
+                f"(>0 in {nz['A']}/{len(wss['A'])}), B {med['B'] / 2**20:.1f} MiB (>0 in {nz['B']}/{len(wss['B'])})")
+    # a counter that goes down (Prometheus takes it as a reset): reported, not judged
+    for j, series in (("A", appl), ("B", applb)):
+        drops = [f"{a / 2**20:.0f}→{b / 2**20:.0f}" for a, b in zip(series, series[1:]) if b < a]
+        if drops:
+            figs[-1] += f"; {j}'s applied-bytes counter went down {len(drops)}× ({', '.join(drops)} MiB)"
+    if max(appl) <= 0:
+        problems.append("udamon_scheme_applied_bytes_total{udamon_job=\"A\"} never above 0")
+    for j in ("A", "B"):
+        if nz[j] == 0:
+            problems.append(f"udamon_job_wss_bytes{{udamon_job=\"{j}\"}} never above 0")
+    reps = {}
+    for tag, f in (("A", "holda.log"), ("B", "holdb.log")):
+        last = None
+        for line in read(d, f, "").splitlines():
+            p = line.split()
+            if len(p) >= 3 and p[0] == "report" and "part=cold" in p:
+                kv_ = dict(x.split("=", 1) for x in p[2:] if "=" in x)
+                last = kv_
+        if last and int(last.get("pages", 0)):
+            reps[tag] = int(last.get("swapped", 0)) * 100.0 / int(last["pages"])
+    if reps:
+        figs.append("cold part swapped " + ", ".join(f"{k} {v:.0f}%" for k, v in reps.items()))
+    # SIGTERM
+    t = kv(read(d, "term.txt", ""))
+    figs.append(f"SIGTERM: exit {t.get('rc')} in {t.get('seconds')}s, nr_kdamonds {t.get('nr_kdamonds')}, "
+                f"claim {t.get('claim')}, udamon tracefs instances [{t.get('instances', '').strip()}] "
+                f"(before: [{t.get('instances_before', '').strip()}]), socket left {t.get('socket')}")
+    try:
+        secs = float(t.get("seconds", "inf"))
+    except ValueError:
+        secs = float("inf")
+    if t.get("rc") != "0" or t.get("killed") == "yes" or secs > 30:
+        problems.append(f"SIGTERM: exit {t.get('rc')} after {t.get('seconds')}s (want 0 within 30 s)"
+                        + (", killed after 60 s" if t.get("killed") == "yes" else ""))
+    if t.get("nr_kdamonds") != "0" or t.get("claim") != "no" or t.get("instances", "").strip() \
+            or t.get("socket") != "no":
+        problems.append("something of udamon's was left after SIGTERM")
+    errors = [l for l in logtext.splitlines() if "level=error" in l]
+    if errors:
+        problems.append(f"the service logged {len(errors)} errors, first: {errors[0][:300]}")
+    # its log is logfmt, every line (docs: `level=info job=demo msg="..."`)
+    lines = [l for l in logtext.splitlines() if l.strip()]
+    not_logfmt = [l for l in lines if not re.match(r'^(ts=\S+ )?level=(error|warn|info|debug) ', l)]
+    figs.append(f"log: {len(lines)} lines, {len(not_logfmt)} not logfmt")
+    if not_logfmt:
+        problems.append(f"the service's stderr has {len(not_logfmt)} lines that are not logfmt "
+                        f"(first: {not_logfmt[0][:160]!r})")
+    # CPU
+    upa = [s for s in scrapes if metric(s, "udamon_job_up", udamon_job="A") == 1
+           and metric(s, "udamon_job_cpu_seconds_total", udamon_job="A") is not None]
+    cpu_figs = {}
+    if len(upa) >= 2:
+        s0, s1 = upa[0], upa[-1]
+        dt = s1["t"] - s0["t"]
+        ja = (metric(s1, "udamon_job_cpu_seconds_total", udamon_job="A")
+              - metric(s0, "udamon_job_cpu_seconds_total", udamon_job="A")) / dt
+        jb0, jb1 = metric(s0, "udamon_job_cpu_seconds_total", udamon_job="B"), \
+            metric(s1, "udamon_job_cpu_seconds_total", udamon_job="B")
+        jb = (jb1 - jb0) / dt if jb0 is not None and jb1 is not None else None
+        pc = (metric(s1, "process_cpu_seconds_total") - metric(s0, "process_cpu_seconds_total")) / dt
+        # the kdamond thread's own CPU over the same window (kdamond.txt:
+        # "uptime pid comm utime stime", ticks of 1/100 s)
+        kd = [(float(x[0]), int(x[3]) + int(x[4])) for x in
+              (l.split() for l in read(d, "kdamond.txt", "").splitlines()) if len(x) >= 5]
+        kcpu = None
+        if kd:
+            a = min(kd, key=lambda r: abs(r[0] - s0["t"]))
+            b = min(kd, key=lambda r: abs(r[0] - s1["t"]))
+            if b[0] > a[0]:
+                kcpu = (b[1] - a[1]) / 100.0 / (b[0] - a[0])
+        cpu_figs.update(job_a=ja, service=pc)
+        figs.append(f"CPU over {dt:.0f}s: job A (kdamond) {ja:.4f} CPU-s/s (udamon_job_cpu_seconds_total, "
+                    f"which counts the kdamond thread too: kdamond {kcpu if kcpu is None else round(kcpu, 4)}), "
+                    f"job B ({ops_b}) {jb if jb is None else round(jb, 4)}, whole service {pc:.4f} "
+                    f"(process_cpu_seconds_total)")
+    else:
+        problems.append("too few scrapes with job A's CPU counter")
+    rec = json_file(d, "rec.out") or {}
+    ru, rk = rec.get("udamon_cpu_s_per_s"), rec.get("kdamond_cpu_s_per_s")
+    figs.append(f"udamon record --ops kdamond --duration 30s (exit {read(d, 'rec.rc', '?').strip()}, "
+                f"{rec.get('monitored_s', 0):.0f}s): udamon {ru if ru is None else round(ru, 4)} CPU-s/s"
+                f" + kdamond {rk if rk is None else round(rk, 4)}"
+                + (f" = {ru + rk:.4f}" if ru is not None and rk is not None else ""))
+    cpu_figs["record"] = ru
+    for k, v in cpu_figs.items():
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            problems.append(f"CPU figure {k} is {v} (want finite and > 0)")
+    msg = "; ".join(figs)
+    if problems:
+        raise Fail("; ".join(problems) + " || " + msg)
+    return msg
+
 
 CHECKS = {
+    "service": check_service,
     "trace-cost": check_trace_cost,
     "stall": check_stall,
     "pid-reuse": check_pid_reuse,
