@@ -69,7 +69,7 @@ struct RawJob {
     guardrails: RawGuardrails,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawAttrs {
     sample: Option<String>,
@@ -209,16 +209,27 @@ pub struct Plan {
 impl Plan {
     /// Reads and resolves `path`.
     pub fn load(path: &Path) -> Result<Plan, ConfigError> {
+        Self::load_on(path, Path::new("/"))
+    }
+
+    /// Reads and resolves `path` for the machine under `root` (the tiering
+    /// preset reads its topology there).
+    pub fn load_on(path: &Path, root: &Path) -> Result<Plan, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             file: path.display().to_string(),
             msg: format!("cannot read it: {e}"),
         })?;
-        Self::parse(&text, path)
+        Self::parse_on(&text, path, root)
     }
 
     /// Resolves a config's text; `path` names it in errors and anchors the
     /// relative paths inside it.
     pub fn parse(text: &str, path: &Path) -> Result<Plan, ConfigError> {
+        Self::parse_on(text, path, Path::new("/"))
+    }
+
+    /// [`parse`](Self::parse) for the machine under `root`.
+    pub fn parse_on(text: &str, path: &Path, root: &Path) -> Result<Plan, ConfigError> {
         let err = |msg: String| ConfigError {
             file: path.display().to_string(),
             msg,
@@ -247,7 +258,7 @@ impl Plan {
         }
         let mut jobs = Vec::new();
         for (i, j) in raw.jobs.iter().enumerate() {
-            let job = resolve_job(j, &raw.guardrails, base).map_err(|m| {
+            let job = resolve_job(j, &raw.guardrails, base, root).map_err(|m| {
                 let name = if j.name.is_empty() {
                     format!("jobs[{i}]")
                 } else {
@@ -515,11 +526,50 @@ fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
     }
 }
 
-fn schemes(sources: &[RawSchemeSource], base: &Path) -> Result<(Vec<Damos>, Vec<String>), String> {
+/// Where a job's tiering preset comes from: the machine's topology (under
+/// the root) and the address space its target has.
+struct TieringCtx<'a> {
+    root: &'a Path,
+    target: &'a TargetPlan,
+}
+
+fn tiering(ctx: &TieringCtx) -> Result<Vec<Damos>, String> {
+    use udamon_session::topology::{discover, tiering_schemes, Space, TieringParams};
+    let space = match ctx.target {
+        TargetPlan::Paddr => Space::Physical,
+        TargetPlan::Pid(_)
+        | TargetPlan::Comm(_)
+        | TargetPlan::Cmdline(_)
+        | TargetPlan::Cgroup(_) => Space::Virtual,
+        TargetPlan::Node(_) => {
+            return Err(
+                "preset tiering moves memory between nodes: give it target = \"paddr\" \
+                        (both nodes' memory) or processes, not one node"
+                    .into(),
+            )
+        }
+        TargetPlan::Sim { .. } => {
+            return Err(
+                "preset tiering reads this machine's NUMA topology, not a simulated one: \
+                        give it a live target"
+                    .into(),
+            )
+        }
+    };
+    tiering_schemes(&discover(ctx.root), space, &TieringParams::default())
+        .map_err(|e| format!("preset tiering: {e}"))
+}
+
+fn schemes(
+    sources: &[RawSchemeSource],
+    base: &Path,
+    ctx: &TieringCtx,
+) -> Result<(Vec<Damos>, Vec<String>), String> {
     let mut all = Vec::new();
     let mut origins = Vec::new();
     for (i, s) in sources.iter().enumerate() {
         let (list, origin) = match (&s.preset, &s.file, &s.inline) {
+            (Some(p), None, None) if p == "tiering" => (tiering(ctx)?, "preset tiering".into()),
             (Some(p), None, None) => (presets::get(p)?, format!("preset {p}")),
             (None, Some(f), None) => {
                 let path = base.join(f);
@@ -549,7 +599,12 @@ fn schemes(sources: &[RawSchemeSource], base: &Path) -> Result<(Vec<Damos>, Vec<
     Ok((all, origins))
 }
 
-fn resolve_job(j: &RawJob, global: &RawGuardrails, base: &Path) -> Result<JobPlan, String> {
+fn resolve_job(
+    j: &RawJob,
+    global: &RawGuardrails,
+    base: &Path,
+    root: &Path,
+) -> Result<JobPlan, String> {
     let ok_name = !j.name.is_empty()
         && j.name
             .chars()
@@ -569,8 +624,20 @@ fn resolve_job(j: &RawJob, global: &RawGuardrails, base: &Path) -> Result<JobPla
             j.ops.name()
         ));
     }
-    let attrs = attrs(&j.attrs)?;
-    let (schemes, scheme_origins) = schemes(&j.schemes, base)?;
+    let mut attrs = attrs(&j.attrs)?;
+    let ctx = TieringCtx {
+        root,
+        target: &target,
+    };
+    let (schemes, scheme_origins) = schemes(&j.schemes, base, &ctx)?;
+    // The seed's tiering runs with interval auto-tuning; say
+    // auto_intervals = false to turn it off.
+    if j.attrs.auto_intervals.is_none() && scheme_origins.iter().any(|o| o == "preset tiering") {
+        attrs = self::attrs(&RawAttrs {
+            auto_intervals: Some(true),
+            ..j.attrs.clone()
+        })?;
+    }
     if matches!(target, TargetPlan::Paddr | TargetPlan::Node(_)) && j.ops == OpsChoice::Softdirty {
         return Err(
             "ops = \"softdirty\" watches processes; physical memory needs kdamond or \

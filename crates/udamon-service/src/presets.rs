@@ -4,8 +4,9 @@
 
 use udamon_core::schemes::Damos;
 
-/// The preset names, for errors and `--check`.
-pub const NAMES: [&str; 3] = ["reclaim", "ethp", "lru_sort"];
+/// The preset names, for errors and `--check` (`tiering` is made from the
+/// machine's topology: `udamon_session::topology::tiering_schemes`).
+pub const NAMES: [&str; 4] = ["reclaim", "ethp", "lru_sort", "tiering"];
 
 /// DAMON_RECLAIM's defaults: page out memory not accessed for 2 minutes,
 /// at most 10 ms of work and 128 MiB per second, oldest first, only while

@@ -81,7 +81,7 @@ impl Check {
 /// Validates the config and says what each job would do on this machine,
 /// touching nothing.
 pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
-    let plan = Plan::load(path)?;
+    let plan = Plan::load_on(path, &opts.root)?;
     let features = probe(&opts.root);
     let mut kdamond_taken = false;
     let jobs = plan
@@ -196,7 +196,7 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
     // Signals first: a stop asked for during the start is kept, not fatal.
     let (tx, rx) = channel::<Request>();
     start_signals(tx.clone(), opts.root.clone())?;
-    let plan = Plan::load(config)?;
+    let plan = Plan::load_on(config, &opts.root)?;
     clean_up_leftover(&opts.root);
     let status = Arc::new(Mutex::new(ServiceStatus {
         version: env!("CARGO_PKG_VERSION").into(),
@@ -301,7 +301,7 @@ fn reload(
     let mut states = vec![NotifyState::Reloading];
     states.extend(monotonic);
     notify(&states);
-    let result = match Plan::load(config) {
+    let result = match Plan::load_on(config, &env.root) {
         Err(e) => {
             let msg = format!("reload refused, the running configuration goes on: {e}");
             log::error(None, &msg);

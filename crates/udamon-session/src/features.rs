@@ -523,7 +523,7 @@ fn walk(dir: &Path, shape: &str, rel: &str, seen: &mut BTreeMap<String, String>)
 }
 
 /// Node numbers of a list such as "0-2,4".
-fn parse_list(s: &str) -> Vec<u32> {
+pub(crate) fn parse_list(s: &str) -> Vec<u32> {
     s.trim()
         .split(',')
         .filter_map(|p| {

@@ -15,6 +15,7 @@ pub mod features;
 mod live;
 mod recorder;
 mod schemes;
+pub mod topology;
 
 pub use live::{
     choose, cmdline, kdamond_pid, path_blocker, plan, rss_swap_kb, stat_cpu_s, Event, Finished,

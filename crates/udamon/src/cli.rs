@@ -54,6 +54,10 @@ pub enum Command {
     /// Remove a kdamond that a udamon run created and left behind when it
     /// died (proved by its claim; anything else is never touched)
     Cleanup(CleanupArgs),
+    /// Show the machine's NUMA nodes, memory tiers and the node pairs that
+    /// memory tiering works on (read-only), and write tiering schemes for
+    /// them
+    Topology(TopologyArgs),
     /// Run as a service: the jobs of a config file, until SIGTERM (SIGHUP
     /// reloads the file); Prometheus metrics and a control socket
     Run(RunArgs),
@@ -401,6 +405,25 @@ pub struct CleanupArgs {
     /// Print what was done as JSON
     #[arg(long)]
     pub json: bool,
+    /// Work on a fake tree under this root instead of the machine (tests)
+    #[arg(long, hide = true, default_value = "/")]
+    pub root: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct TopologyArgs {
+    /// Print the topology as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Write the self-tuned tiering schemes for this machine's node pairs
+    /// to FILE (TOML), for `udamon apply FILE --paddr --ops kdamond`
+    #[arg(long, value_name = "FILE")]
+    pub tiering_schemes: Option<PathBuf>,
+    /// With --tiering-schemes: schemes for processes' memory (our engine,
+    /// move_pages) instead of physical memory: no address or young-page
+    /// filters
+    #[arg(long, requires = "tiering_schemes")]
+    pub processes: bool,
     /// Work on a fake tree under this root instead of the machine (tests)
     #[arg(long, hide = true, default_value = "/")]
     pub root: PathBuf,

@@ -12,6 +12,7 @@ mod record;
 pub mod replay;
 mod report;
 mod service;
+mod topology;
 pub mod tune;
 
 use std::io::Write;
@@ -32,6 +33,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Features(a) => features::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Cleanup(a) => cleanup::run(a),
+        Command::Topology(a) => topology::run(a),
         Command::Run(a) => service::run(a),
         Command::Ctl(a) => service::ctl(a),
         Command::Tune(a) => tune::run(a),
