@@ -316,6 +316,69 @@ def check_hello(d, out):
             f"tiers {' '.join(f'{t}:{n}' for t, n in tiers) or 'none'}; swap {guest.get('swaps') or 'none'}")
 
 
+
+def nodelist(text):
+    """'0-1,3' -> {0, 1, 3}"""
+    nodes = set()
+    for part in (text or "").replace(" ", "").split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        nodes.update(range(int(lo), int(hi or lo) + 1))
+    return nodes
+
+
+def check_topology(d, out):
+    t = kv(read(d, "topology.txt"))
+    problems = []
+    tiers = {}
+    for k, v in t.items():
+        m = re.match(r"^memory_tier(\d+)\.nodelist$", k)
+        if m and nodelist(v):
+            tiers[int(m.group(1))] = nodelist(v)
+    tier_of = {n: tid for tid, ns in tiers.items() for n in ns}
+    if len(tiers) < 2:
+        problems.append(f"{len(tiers)} memory tier(s) with nodes, expected 2")
+    if 0 not in tier_of or 1 not in tier_of:
+        problems.append(f"node 0 or node 1 in no tier ({tiers})")
+    elif tier_of[1] <= tier_of[0]:
+        problems.append(f"node 1 is in memory_tier{tier_of[1]}, not below node 0's memory_tier{tier_of[0]}")
+    if t.get("node1.cpulist", "?") != "":
+        problems.append(f"node 1 has CPUs '{t.get('node1.cpulist')}'")
+    if not t.get("node0.cpulist"):
+        problems.append("node 0 has no CPUs")
+    if t.get("demotion_write") != "ok" or t.get("demotion_readback") != "true":
+        problems.append(f"demotion_enabled not switched on (write {t.get('demotion_write')}, read back {t.get('demotion_readback')})")
+    if problems:
+        raise Fail("; ".join(problems))
+
+    def perf(n):
+        lat, bw = t.get(f"node{n}.access0.read_latency"), t.get(f"node{n}.access0.read_bandwidth")
+        return f"{lat} ns/{bw} MB/s" if lat and bw else "no HMAT figures"
+    try:
+        block = f"{int(t.get('block_size_bytes', ''), 16) >> 20} MiB"
+    except ValueError:
+        block = "?"
+    extra = ""
+    rc = t.get("udamon_topology_rc", "absent")
+    if rc == "0":
+        try:
+            js = json.loads(read(d, "udamon-topology.json"))
+            keys = ", ".join(sorted(js)) if isinstance(js, dict) else type(js).__name__
+            extra = f"; udamon topology --json: {{{keys}}}"
+        except (ValueError, Fail) as e:
+            extra = f"; udamon topology --json: not JSON ({e})"
+    elif rc != "absent":
+        err = read(d, "udamon-topology.err", "").strip().splitlines()
+        extra = f"; udamon topology --json exited {rc}: {err[0][:120] if err else ''}"
+    return (f"tiers {' '.join(f'memory_tier{i}:{sorted(ns)}' for i, ns in sorted(tiers.items()))}; "
+            f"node 1 CPU-less, demotion target of node 0: {t.get('node0.demotion_targets', '?')}; "
+            f"access0 from node 0: node0 {perf(0)}, node1 {perf(1)}; "
+            f"distances node0 '{t.get('node0.distance')}', node1 '{t.get('node1.distance')}'; "
+            f"memory blocks {block} ({t.get('node0.memory_blocks')}+{t.get('node1.memory_blocks')}); "
+            f"numa_balancing {t.get('numa_balancing')}; demotion_enabled writable (restored {t.get('demotion_restored')})"
+            + extra)
+
 def argmax_sequence(snaps, objs, t0_us):
     seq = []
     for s in snaps:
@@ -1192,6 +1255,7 @@ CHECKS = {
     "cmd-exit": check_cmd_exit,
     "damo-peer": check_damo_peer,
     "hello": check_hello,
+    "topology": check_topology,
     "kdamond-eight": check_eight,
     "idle-eight": check_eight,
     "kdamond-prcl": check_reclaim,
