@@ -359,18 +359,30 @@ def check_topology(d, out):
         block = f"{int(t.get('block_size_bytes', ''), 16) >> 20} MiB"
     except ValueError:
         block = "?"
-    extra = ""
+    # udamon's own view must agree with the kernel's.
     rc = t.get("udamon_topology_rc", "absent")
-    if rc == "0":
-        try:
-            js = json.loads(read(d, "udamon-topology.json"))
-            keys = ", ".join(sorted(js)) if isinstance(js, dict) else type(js).__name__
-            extra = f"; udamon topology --json: {{{keys}}}"
-        except (ValueError, Fail) as e:
-            extra = f"; udamon topology --json: not JSON ({e})"
-    elif rc != "absent":
+    if rc != "0":
         err = read(d, "udamon-topology.err", "").strip().splitlines()
-        extra = f"; udamon topology --json exited {rc}: {err[0][:120] if err else ''}"
+        raise Fail(f"udamon topology --json exited {rc}: {err[0][:160] if err else ''}")
+    try:
+        js = json.loads(read(d, "udamon-topology.json"))
+    except ValueError as e:
+        raise Fail(f"udamon topology --json: not JSON ({e})")
+    got_tiers = {tid: set(ns) for tid, ns in js.get("tiers", [])}
+    if got_tiers != tiers:
+        problems.append(f"udamon topology's tiers {got_tiers} != the kernel's {tiers}")
+    if js.get("pairs") != [{"upper": 0, "lower": 1}]:
+        problems.append(f"udamon topology's pairs {js.get('pairs')}, expected node 0 over node 1")
+    nodes = {n["id"]: n for n in js.get("nodes", [])}
+    if not nodes.get(1, {}).get("ranges"):
+        problems.append("udamon topology found no physical range for node 1")
+    if js.get("warnings"):
+        problems.append(f"udamon topology warns: {js['warnings']}")
+    if problems:
+        raise Fail("; ".join(problems))
+    r1 = nodes[1]["ranges"]
+    extra = (f"; udamon topology: pairs node 0 over node 1 (from {js.get('pairs_from')}), "
+             f"node 1 at {', '.join(hex(r['start']) + '-' + hex(r['end']) for r in r1)}")
     return (f"tiers {' '.join(f'memory_tier{i}:{sorted(ns)}' for i, ns in sorted(tiers.items()))}; "
             f"node 1 CPU-less, demotion target of node 0: {t.get('node0.demotion_targets', '?')}; "
             f"access0 from node 0: node0 {perf(0)}, node1 {perf(1)}; "

@@ -86,6 +86,31 @@ struct RawSchemeSource {
     preset: Option<String>,
     file: Option<PathBuf>,
     inline: Option<String>,
+    // Options of preset tiering (the seed's defaults when left out).
+    /// Free memory the demotion keeps on the upper node ("0.5%").
+    free: Option<String>,
+    /// Use of the upper node the promotion aims at ("99.7%").
+    used: Option<String>,
+    /// Bytes each scheme may migrate per second ("200M").
+    rate: Option<SizeOrNumber>,
+    /// "consist" (the kernel's default feedback loop) or "temporal" (full
+    /// speed until the goal is met; Linux 7.1+ on kernel DAMON).
+    goal_tuner: Option<String>,
+    /// Switch the kernel's reclaim-time demotion on while the job runs
+    /// (`/sys/kernel/mm/numa/demotion_enabled`), as a backstop when
+    /// promotion races allocation; restored at the end. Default true.
+    backstop: Option<bool>,
+}
+
+impl RawSchemeSource {
+    /// Whether it gives any of preset tiering's options.
+    fn has_tiering_options(&self) -> bool {
+        self.free.is_some()
+            || self.used.is_some()
+            || self.rate.is_some()
+            || self.goal_tuner.is_some()
+            || self.backstop.is_some()
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -181,6 +206,9 @@ pub struct JobPlan {
     pub scheme_origins: Vec<String>,
     pub record: Option<RecordPlan>,
     pub guardrails: Guardrails,
+    /// Switch the kernel's reclaim-time demotion on while the job runs
+    /// (preset tiering's backstop).
+    pub demotion_backstop: bool,
 }
 
 impl JobPlan {
@@ -533,8 +561,57 @@ struct TieringCtx<'a> {
     target: &'a TargetPlan,
 }
 
-fn tiering(ctx: &TieringCtx) -> Result<Vec<Damos>, String> {
+/// A percentage ("0.5%", "99.7") in basis points.
+fn percent_bp(key: &str, v: &str) -> Result<u64, String> {
+    let n: f64 = v
+        .trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse()
+        .map_err(|_| format!("{key} = \"{v}\": give a percentage, like \"0.5%\""))?;
+    if !(0.0..=100.0).contains(&n) {
+        return Err(format!(
+            "{key} = \"{v}\": give a percentage from 0% to 100%"
+        ));
+    }
+    Ok((n * 100.0).round() as u64)
+}
+
+fn tiering(ctx: &TieringCtx, o: &RawSchemeSource) -> Result<Vec<Damos>, String> {
+    use udamon_core::schemes::GoalTuner;
     use udamon_session::topology::{discover, tiering_schemes, Space, TieringParams};
+    let d = TieringParams::default();
+    let p = TieringParams {
+        free_bp: o
+            .free
+            .as_deref()
+            .map_or(Ok(d.free_bp), |v| percent_bp("free", v))?,
+        used_bp: o
+            .used
+            .as_deref()
+            .map_or(Ok(d.used_bp), |v| percent_bp("used", v))?,
+        bytes_per_s: o
+            .rate
+            .as_ref()
+            .map_or(Ok(d.bytes_per_s), |v| size("rate", v))?,
+        tuner: match o.goal_tuner.as_deref() {
+            None | Some("consist") => GoalTuner::Consist,
+            Some("temporal") => GoalTuner::Temporal,
+            Some(t) => {
+                return Err(format!(
+                    "goal_tuner = \"{t}\": give \"consist\" (the default) or \"temporal\""
+                ))
+            }
+        },
+    };
+    if p.free_bp + p.used_bp < 10_000 {
+        return Err(format!(
+            "free = {}% and used = {}% leave a gap: demotion would stop before promotion \
+             starts; make them overlap (the seed: 0.5% and 99.7%)",
+            p.free_bp as f64 / 100.0,
+            p.used_bp as f64 / 100.0
+        ));
+    }
     let space = match ctx.target {
         TargetPlan::Paddr => Space::Physical,
         TargetPlan::Pid(_)
@@ -556,8 +633,7 @@ fn tiering(ctx: &TieringCtx) -> Result<Vec<Damos>, String> {
             )
         }
     };
-    tiering_schemes(&discover(ctx.root), space, &TieringParams::default())
-        .map_err(|e| format!("preset tiering: {e}"))
+    tiering_schemes(&discover(ctx.root), space, &p).map_err(|e| format!("preset tiering: {e}"))
 }
 
 fn schemes(
@@ -569,7 +645,13 @@ fn schemes(
     let mut origins = Vec::new();
     for (i, s) in sources.iter().enumerate() {
         let (list, origin) = match (&s.preset, &s.file, &s.inline) {
-            (Some(p), None, None) if p == "tiering" => (tiering(ctx)?, "preset tiering".into()),
+            (Some(p), None, None) if p == "tiering" => (tiering(ctx, s)?, "preset tiering".into()),
+            _ if s.has_tiering_options() => {
+                return Err(format!(
+                    "schemes[{i}]: free, used, rate, goal_tuner and backstop are options of \
+                     preset = \"tiering\""
+                ))
+            }
             (Some(p), None, None) => (presets::get(p)?, format!("preset {p}")),
             (None, Some(f), None) => {
                 let path = base.join(f);
@@ -688,6 +770,10 @@ fn resolve_job(
         scheme_origins,
         record,
         guardrails,
+        demotion_backstop: j
+            .schemes
+            .iter()
+            .any(|s| s.preset.as_deref() == Some("tiering") && s.backstop != Some(false)),
     })
 }
 
@@ -747,6 +833,56 @@ schemes = [{ preset = "lru_sort" }]
         let n =
             parse("[[jobs]]\nname = \"slow\"\ntarget = { node = 1 }\nops = \"idle\"\n").unwrap();
         assert_eq!(n.jobs[0].target, TargetPlan::Node(1));
+    }
+
+    #[test]
+    fn preset_tiering_takes_its_options_and_refuses_a_gap() {
+        let d = tempfile::tempdir().unwrap();
+        let w = |p: &str, t: &str| {
+            let p = d.path().join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, t).unwrap();
+        };
+        w("sys/devices/system/node/online", "0-1\n");
+        w("sys/devices/system/node/node0/cpulist", "0\n");
+        for n in 0..2 {
+            w(
+                &format!("sys/devices/system/node/node{n}/meminfo"),
+                &format!("Node {n} MemTotal: 1024 kB\nNode {n} MemFree: 512 kB\n"),
+            );
+        }
+        let cfg = |opts: &str| {
+            format!(
+                "[[jobs]]\nname = \"t\"\ntarget = {{ pid = 1 }}\nschemes = [{{ preset = \"tiering\"{opts} }}]\n"
+            )
+        };
+        let at = Path::new("/etc/u.toml");
+        let p = Plan::parse_on(&cfg(", goal_tuner = \"temporal\", free = \"1%\", used = \"99.5%\", rate = \"64M\", backstop = false"), at, d.path()).unwrap();
+        let j = &p.jobs[0];
+        assert_eq!(j.schemes.len(), 2);
+        assert_eq!(j.schemes[0].quota.goals[0].target_value, 100);
+        assert_eq!(j.schemes[1].quota.goals[0].target_value, 9_950);
+        assert_eq!(j.schemes[0].quota.sz, 64 << 20);
+        assert_eq!(
+            j.schemes[0].quota.goal_tuner,
+            udamon_core::schemes::GoalTuner::Temporal
+        );
+        assert!(!j.demotion_backstop);
+        assert_eq!(j.attrs.intervals_goal.access_bp, 400);
+        assert!(Plan::parse_on(&cfg(""), at, d.path()).unwrap().jobs[0].demotion_backstop);
+        let e =
+            Plan::parse_on(&cfg(", free = \"0.1%\", used = \"99%\""), at, d.path()).unwrap_err();
+        assert!(e.to_string().contains("leave a gap"), "{e}");
+        let e = Plan::parse_on(
+            "[[jobs]]\nname = \"t\"\ntarget = \"paddr\"\nschemes = [{ preset = \"reclaim\", rate = \"1M\" }]\n",
+            at,
+            d.path(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("options of preset = \"tiering\""),
+            "{e}"
+        );
     }
 
     #[test]

@@ -165,7 +165,44 @@ pub fn matching_pids(root: &Path, t: &TargetPlan) -> Vec<u32> {
     pids
 }
 
+/// The kernel's reclaim-time demotion switch.
+const DEMOTION: &str = "sys/kernel/mm/numa/demotion_enabled";
+
+/// Switches the kernel's demotion on for a tiering job (a backstop when
+/// promotion races allocation); returns whether it was off, so that it is
+/// switched off again at the end.
+fn backstop_on(env: &Env, job: &str) -> bool {
+    let path = env.root.join(DEMOTION);
+    let Ok(v) = std::fs::read_to_string(&path) else {
+        log::info(
+            Some(job),
+            "no demotion_enabled on this kernel: no demotion backstop",
+        );
+        return false;
+    };
+    if matches!(v.trim(), "true" | "1" | "y" | "Y") {
+        return false;
+    }
+    match std::fs::write(&path, "true") {
+        Ok(()) => {
+            log::info(
+                Some(job),
+                "demotion_enabled switched on while the job runs (backstop = false turns this off)",
+            );
+            true
+        }
+        Err(e) => {
+            log::warn(
+                Some(job),
+                &format!("cannot switch demotion_enabled on: {e}"),
+            );
+            false
+        }
+    }
+}
+
 fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
+    let restore_demotion = plan.demotion_backstop && backstop_on(&env, &plan.name);
     let mut workers: BTreeMap<u64, Worker> = BTreeMap::new();
     // Processes whose session could not start: not tried again while they
     // run (a retry every scan would only repeat the error).
@@ -248,6 +285,15 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
     }
     for (_, w) in workers {
         let _ = w.thread.join();
+    }
+    if restore_demotion {
+        match std::fs::write(env.root.join(DEMOTION), "false") {
+            Ok(()) => log::info(Some(&plan.name), "demotion_enabled switched off again"),
+            Err(e) => log::warn(
+                Some(&plan.name),
+                &format!("cannot switch demotion_enabled off again: {e}"),
+            ),
+        }
     }
     log::info(Some(&plan.name), "stopped");
 }

@@ -654,3 +654,70 @@ fn a_session_that_cannot_start_is_reported_once() {
     let err = svc.stop();
     assert_eq!(err.matches("cannot start monitoring").count(), 1, "{err}");
 }
+
+/// Preset tiering on processes of a two-tier machine: its schemes come
+/// from the topology, and its backstop switches the kernel's demotion on
+/// for the job's life only.
+#[test]
+fn the_tiering_backstop_lasts_as_long_as_the_job() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    write(&root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
+    write(
+        &root,
+        "boot/config-6.12.0-test",
+        "CONFIG_MEM_SOFT_DIRTY=y\n",
+    );
+    write(&root, "sys/devices/system/node/online", "0-1\n");
+    write(&root, "sys/devices/system/node/node0/cpulist", "0-1\n");
+    write(&root, "sys/devices/system/node/node1/cpulist", "\n");
+    for n in 0..2 {
+        write(
+            &root,
+            &format!("sys/devices/system/node/node{n}/meminfo"),
+            &format!("Node {n} MemTotal: 1048576 kB\nNode {n} MemFree: 524288 kB\n"),
+        );
+    }
+    write(
+        &root,
+        "sys/devices/virtual/memory_tiering/memory_tier4/nodelist",
+        "0\n",
+    );
+    write(
+        &root,
+        "sys/devices/virtual/memory_tiering/memory_tier54/nodelist",
+        "1\n",
+    );
+    write(&root, "sys/kernel/mm/numa/demotion_enabled", "false\n");
+    fake_process(&root, PID, "app\0");
+    let socket = d.path().join("ctl.sock");
+    let cfg = d.path().join("u.toml");
+    fs::write(
+        &cfg,
+        format!(
+            "socket = \"{}\"\n[[jobs]]\nname = \"tier\"\ntarget = {{ comm = \"worker\" }}\nops = \"softdirty\"\n\
+             schemes = [{{ preset = \"tiering\", goal_tuner = \"temporal\", rate = \"64M\" }}]\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let demotion = || fs::read_to_string(root.join("sys/kernel/mm/numa/demotion_enabled")).unwrap();
+    let svc = Service::start(d.path(), &cfg, &root);
+    let t = Instant::now();
+    while demotion().trim() != "true" && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(demotion().trim(), "true");
+    let st = svc.ctl(&socket, &["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let w = &v["jobs"][0]["workers"][PID.to_string()];
+    assert_eq!(w["schemes"][0]["action"], "migrate_cold", "{v}");
+    assert_eq!(w["schemes"][1]["action"], "migrate_hot", "{v}");
+    assert_eq!(
+        w["schemes"][0]["goals"][0]["metric"], "node_mem_free_bp",
+        "{v}"
+    );
+    let err = svc.stop();
+    assert_eq!(demotion(), "false", "{err}");
+    assert!(err.contains("demotion_enabled switched off again"), "{err}");
+}

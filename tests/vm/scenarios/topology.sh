@@ -116,7 +116,7 @@ else
     echo "demotion_write=absent" >> topology.txt
 fi
 
-# udamon's own view, when this build has `udamon topology` (not required)
+# udamon's own view (check.py compares it with the kernel's)
 if "$UD" topology --help > /dev/null 2>&1; then
     "$UD" topology --json > udamon-topology.json 2> udamon-topology.err
     echo "udamon_topology_rc=$?" >> topology.txt
