@@ -531,6 +531,14 @@ fn untranslatable_scheme_writes_nothing() {
         "{e}"
     );
     assert!(log.borrow().is_empty());
+    // udamon's own goal tuner, likewise.
+    let mut fast = prcl();
+    fast.quota.goal_tuner = udamon_core::schemes::GoalTuner::Fast;
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![fast]), Box::new(fake));
+    let e = d.start().unwrap_err();
+    assert!(e.to_string().contains("goal tuner fast"), "{e}");
+    assert!(log.borrow().is_empty());
 }
 
 #[test]

@@ -81,8 +81,16 @@ pub fn scheme_writes(
         q.weights.nr_accesses,
     );
     w(&mut out, "quotas/weights/age_permil", q.weights.age);
-    if q.goal_tuner == GoalTuner::Temporal {
-        w(&mut out, "quotas/goal_tuner", "temporal");
+    match q.goal_tuner {
+        GoalTuner::Consist => {}
+        GoalTuner::Temporal => w(&mut out, "quotas/goal_tuner", "temporal"),
+        GoalTuner::Fast => {
+            return Err(KdamonError::NoKernelEquivalent {
+                what: "quota goal tuner fast".into(),
+                fix: "use consist or temporal (Linux 7.1+) on kernel DAMON; fast is udamon's \
+                      own engine's",
+            })
+        }
     }
     if !q.goals.is_empty() {
         w(&mut out, "quotas/goals/nr_goals", q.goals.len());

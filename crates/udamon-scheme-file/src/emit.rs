@@ -159,6 +159,7 @@ fn tuner_name(t: GoalTuner) -> &'static str {
     match t {
         GoalTuner::Consist => "consist",
         GoalTuner::Temporal => "temporal",
+        GoalTuner::Fast => "fast",
     }
 }
 

@@ -560,9 +560,10 @@ pub(crate) fn goal_tuner(t: &str) -> Result<GoalTuner, Problem> {
     match t {
         "consist" => Ok(GoalTuner::Consist),
         "temporal" => Ok(GoalTuner::Temporal),
+        "fast" => Ok(GoalTuner::Fast),
         _ => Err(Problem::new(
             format!("unknown goal tuner {}", quote(t)),
-            "consist or temporal",
+            "consist, temporal or fast (udamon's engine only)",
         )),
     }
 }

@@ -597,9 +597,11 @@ fn tiering(ctx: &TieringCtx, o: &RawSchemeSource) -> Result<Vec<Damos>, String> 
         tuner: match o.goal_tuner.as_deref() {
             None | Some("consist") => GoalTuner::Consist,
             Some("temporal") => GoalTuner::Temporal,
+            Some("fast") => GoalTuner::Fast,
             Some(t) => {
                 return Err(format!(
-                    "goal_tuner = \"{t}\": give \"consist\" (the default) or \"temporal\""
+                    "goal_tuner = \"{t}\": give \"consist\" (the default), \"temporal\" or \
+                     \"fast\" (udamon's engine only)"
                 ))
             }
         },

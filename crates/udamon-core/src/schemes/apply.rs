@@ -31,6 +31,8 @@ pub struct SchemeState {
     /// Effective size quota of the current window: `None` is unlimited.
     pub esz: Option<u64>,
     esz_bp: u64,
+    /// A goal of the `Fast` tuner was met once: its full-speed start is over.
+    goal_met_once: bool,
     charged_sz: u64,
     charged_from_us: Option<u64>,
     total_charged_sz: u64,
@@ -76,6 +78,7 @@ impl SchemeState {
             stats: DamosStats::default(),
             esz: None,
             esz_bp: 0,
+            goal_met_once: false,
             charged_sz: 0,
             charged_from_us: None,
             total_charged_sz: 0,
@@ -321,6 +324,23 @@ fn effective_size_quota<O: Operations>(
                 GoalTuner::Temporal if score >= 10_000 => 0,
                 GoalTuner::Temporal if q.sz != 0 => q.sz.saturating_mul(10_000),
                 GoalTuner::Temporal => u64::MAX,
+                GoalTuner::Fast if !s.goal_met_once && score < 10_000 => {
+                    if q.sz != 0 {
+                        q.sz.saturating_mul(10_000)
+                    } else {
+                        u64::MAX
+                    }
+                }
+                GoalTuner::Fast => {
+                    // The loop takes over from the full-speed quota.
+                    if !s.goal_met_once {
+                        s.goal_met_once = true;
+                        if q.sz != 0 {
+                            s.esz_bp = q.sz.saturating_mul(10_000);
+                        }
+                    }
+                    feedback::next_input(s.esz_bp.max(10_000), score)
+                }
             };
             esz = s.esz_bp / 10_000;
         }

@@ -168,6 +168,11 @@ pub enum GoalTuner {
     Consist,
     /// Full speed until the goal is met, then stop.
     Temporal,
+    /// udamon's own, not a kernel tuner: full speed (the size quota, else
+    /// unlimited) until the goal is first met, then `Consist` from there.
+    /// The feedback loop otherwise starts from one byte and takes dozens
+    /// of quota windows to reach a useful size.
+    Fast,
 }
 
 /// What a quota goal measures. The last two are the simulator's own.

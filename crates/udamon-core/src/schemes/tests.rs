@@ -339,6 +339,50 @@ fn user_input_goal_grows_the_quota_until_met() {
     assert_eq!(s[0].esz, Some(1));
 }
 
+/// The `fast` tuner starts at the size quota instead of one byte, and
+/// once the goal is met the feedback loop takes over from there.
+#[test]
+fn the_fast_tuner_starts_at_full_speed_then_feeds_back() {
+    let mut d = Damos::new(idle_pattern(), Action::Pageout);
+    d.quota = Quota {
+        sz: 8 * MIB,
+        reset_interval_ms: 100,
+        goals: vec![QuotaGoal {
+            metric: GoalMetric::UserInput,
+            target_value: 100,
+            current_value: 0,
+            nid: 0,
+        }],
+        goal_tuner: GoalTuner::Fast,
+        ..Quota::default()
+    };
+    let mut s = [SchemeState::new(d, &Attrs::default())];
+    let mut targets = [Target {
+        pid: 0,
+        regions: vec![reg(0, 64 * MIB, 0, 5)],
+    }];
+    let mut ops = Mock::default();
+    let mut k = 0u64;
+    let mut step = |s: &mut [SchemeState; 1], ops: &mut Mock| {
+        k += 1;
+        pass(s, ops, &mut targets, 20 * k, 100_000 * k);
+        s[0].esz.unwrap()
+    };
+    // Far from the goal: the whole size quota from the first window (the
+    // consist loop would give 2, 4, 8, ... bytes).
+    assert_eq!(step(&mut s, &mut ops), 8 * MIB);
+    assert_eq!(step(&mut s, &mut ops), 8 * MIB);
+    // Met, then over: the loop takes over from the full quota and backs off.
+    s[0].scheme.quota.goals[0].current_value = 100;
+    assert_eq!(step(&mut s, &mut ops), 8 * MIB);
+    s[0].scheme.quota.goals[0].current_value = 150;
+    assert_eq!(step(&mut s, &mut ops), 4 * MIB);
+    // Under the goal again: no second full-speed start, the loop grows it.
+    s[0].scheme.quota.goals[0].current_value = 50;
+    let e = step(&mut s, &mut ops);
+    assert!(e > 4 * MIB && e <= 8 * MIB, "{e}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
