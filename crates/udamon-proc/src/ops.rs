@@ -462,7 +462,12 @@ impl Operations for ProcOps {
             // move_pages takes a pid, checked just before (above); the
             // kernel has no pidfd form of it.
             (Action::MigrateHot | Action::MigrateCold, _) => match scheme.target_nid {
-                Some(nid) => move_to_node(pid, &parts, nid),
+                // Never fill the destination: the kernel's reclaim backs its
+                // own migrations up, user space has no such backstop.
+                Some(nid) => match node_room(&self.root, nid) {
+                    Some(room) => move_to_node(pid, &first_bytes(&parts, room), nid),
+                    None => move_to_node(pid, &parts, nid),
+                },
                 None => Ok(0),
             },
             _ => Ok(0),
@@ -565,6 +570,37 @@ pub(crate) fn meminfo_free_rate(root: &Path) -> Option<u32> {
         proc_field(&text, "MemFree:")?,
     );
     (total > 0).then(|| (free * 1000 / total) as u32)
+}
+
+/// The share of a node (basis points) that migrations by udamon's engine
+/// leave free: a floor under the node's free memory.
+pub const NODE_FREE_FLOOR_BP: u64 = 50;
+
+/// Bytes that may still be migrated onto node `nid` before its free memory
+/// falls to [`NODE_FREE_FLOOR_BP`] of its total; `None` when its meminfo
+/// cannot be read.
+pub fn node_room(root: &Path, nid: u32) -> Option<u64> {
+    let text =
+        std::fs::read_to_string(root.join(format!("sys/devices/system/node/node{nid}/meminfo")))
+            .ok()?;
+    let total = proc_field(&text, "MemTotal:")? * 1024;
+    let free = proc_field(&text, "MemFree:")? * 1024;
+    Some(free.saturating_sub(total / 10_000 * NODE_FREE_FLOOR_BP))
+}
+
+/// The first `bytes` of `parts`, whole pages.
+fn first_bytes(parts: &[AddrRange], bytes: u64) -> Vec<AddrRange> {
+    let mut left = bytes / 4096 * 4096;
+    let mut out = Vec::new();
+    for p in parts {
+        if left == 0 {
+            break;
+        }
+        let take = p.sz().min(left);
+        out.push(AddrRange::new(p.start, p.start + take));
+        left -= take;
+    }
+    out
 }
 
 /// Why user-space operations cannot run `scheme`, if they cannot: actions
@@ -887,5 +923,28 @@ mod tests {
         std::fs::remove_file(clear_refs_path(dir.path(), 42)).unwrap();
         let e = ProcOps::new(dir.path(), &[42], AccessMode::SoftDirtyWriteOnly).unwrap_err();
         assert!(e.to_string().contains("CONFIG_MEM_SOFT_DIRTY"), "{e}");
+    }
+
+    #[test]
+    fn migrations_leave_a_floor_of_free_memory_on_the_destination() {
+        const MIB: u64 = 1 << 20;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sys/devices/system/node/node1");
+        std::fs::create_dir_all(&p).unwrap();
+        // 1 GiB node, 8 MiB free: the floor is 0.5% (about 5 MiB).
+        std::fs::write(
+            p.join("meminfo"),
+            "Node 1 MemTotal:       1048576 kB\nNode 1 MemFree:         8192 kB\n",
+        )
+        .unwrap();
+        let room = node_room(dir.path(), 1).unwrap();
+        assert_eq!(room, 8 * MIB - (1 << 30) / 10_000 * NODE_FREE_FLOOR_BP);
+        assert_eq!(node_room(dir.path(), 7), None);
+        let parts = [AddrRange::new(0, 2 * MIB), AddrRange::new(4 * MIB, 8 * MIB)];
+        assert_eq!(
+            first_bytes(&parts, 3 * MIB + 100),
+            vec![AddrRange::new(0, 2 * MIB), AddrRange::new(4 * MIB, 5 * MIB)]
+        );
+        assert!(first_bytes(&parts, 0).is_empty());
     }
 }
