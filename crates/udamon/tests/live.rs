@@ -7,13 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{text, udamon};
-
-fn write(root: &Path, p: &str, s: &str) {
-    let p = root.join(p);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, s).unwrap();
-}
+use common::{fake_process, text, udamon, write, HEAP_MAP};
 
 fn snapshot_tree(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
@@ -44,27 +38,15 @@ fn fake_machine(root: &Path) {
         "boot/config-6.12.0-test",
         "CONFIG_DAMON_VADDR=y\nCONFIG_DAMON_PADDR=y\nCONFIG_MEM_SOFT_DIRTY=y\n",
     );
-    let d = format!("proc/{PID}");
-    write(
+    fake_process(
         root,
-        &format!("{d}/maps"),
-        "00400000-00500000 r-xp 00000000 00:00 0 /bin/x\n\
-         10000000-10400000 rw-p 00000000 00:00 0 [heap]\n\
-         7f0000000000-7f0000100000 rw-p 00000000 00:00 0 [stack]\n",
+        PID,
+        &format!(
+            "00400000-00500000 r-xp 00000000 00:00 0 /bin/x\n{HEAP_MAP}\
+             7f0000000000-7f0000100000 rw-p 00000000 00:00 0 [stack]\n"
+        ),
+        "fake\0workload\0",
     );
-    write(root, &format!("{d}/cmdline"), "fake\0workload\0");
-    write(
-        root,
-        &format!("{d}/status"),
-        "VmRSS:\t 4096 kB\nVmSwap:\t 0 kB\n",
-    );
-    write(root, &format!("{d}/clear_refs"), "");
-    let pm = fs::File::create(root.join(format!("{d}/pagemap"))).unwrap();
-    let (present, soft_dirty) = (1u64 << 63, 1u64 << 55);
-    for page in 0x10000u64..0x10400 {
-        let e = present | if page < 0x10200 { soft_dirty } else { 0 } | page;
-        pm.write_all_at(&e.to_le_bytes(), page * 8).unwrap();
-    }
 }
 
 #[test]

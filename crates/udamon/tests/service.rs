@@ -7,24 +7,31 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{finish, spawn, text, udamon, Bounds};
+use common::{finish, spawn, text, udamon, write, Bounds};
+
+/// `udamon run --check CFG` on the fake tree under `root`.
+fn check_on(dir: &Path, cfg: &Path, root: &Path) -> std::process::Output {
+    udamon(
+        dir,
+        &[
+            "run",
+            "--check",
+            cfg.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+    )
+}
 
 const BOUNDS: Bounds = Bounds {
     secs: 120,
     mem_bytes: 4 << 30,
 };
-
-fn write(root: &Path, p: &str, s: &str) {
-    let p = root.join(p);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, s).unwrap();
-}
 
 fn demo_spec() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs/demo.toml")
@@ -183,16 +190,7 @@ fn check_prints_the_plan_and_refuses_what_cannot_run() {
         "[[jobs]]\nname = \"db\"\ntarget = { pid = 1 }\nschemes = [{ preset = \"reclaim\" }]\n",
     )
     .unwrap();
-    let out = udamon(
-        d.path(),
-        &[
-            "run",
-            "--check",
-            cfg.to_str().unwrap(),
-            "--root",
-            root.to_str().unwrap(),
-        ],
-    );
+    let out = check_on(d.path(), &cfg, &root);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("path: CANNOT RUN HERE"));
     assert!(text(&out.stderr).contains("some jobs cannot run"));
@@ -409,27 +407,8 @@ fn check_with_promtool(metrics: &str) {
 const PID: u32 = 4343;
 
 /// A process with a heap whose pagemap says: present, half soft-dirty.
-fn fake_process(root: &Path, pid: u32, cmdline: &str) {
-    let d = format!("proc/{pid}");
-    write(
-        root,
-        &format!("{d}/maps"),
-        "10000000-10400000 rw-p 00000000 00:00 0 [heap]\n",
-    );
-    write(root, &format!("{d}/cmdline"), cmdline);
-    write(root, &format!("{d}/comm"), "worker\n");
-    write(
-        root,
-        &format!("{d}/status"),
-        "VmRSS:\t 4096 kB\nVmSwap:\t 0 kB\n",
-    );
-    write(root, &format!("{d}/clear_refs"), "");
-    let pm = fs::File::create(root.join(format!("{d}/pagemap"))).unwrap();
-    let (present, soft_dirty) = (1u64 << 63, 1u64 << 55);
-    for page in 0x10000u64..0x10400 {
-        let e = present | if page < 0x10200 { soft_dirty } else { 0 } | page;
-        pm.write_all_at(&e.to_le_bytes(), page * 8).unwrap();
-    }
+fn fake_heap_process(root: &Path, pid: u32, cmdline: &str) {
+    common::fake_process(root, pid, common::HEAP_MAP, cmdline);
 }
 
 /// A job over a command-line pattern follows the processes that match as
@@ -444,7 +423,7 @@ fn a_process_set_is_followed_as_processes_come_and_go() {
         "boot/config-6.12.0-test",
         "CONFIG_MEM_SOFT_DIRTY=y\n",
     );
-    fake_process(&root, PID, "batch\0--job\0nightly\0");
+    fake_heap_process(&root, PID, "batch\0--job\0nightly\0");
     write(&root, "proc/77/cmdline", "other\0");
     let port = free_port();
     let socket = d.path().join("ctl.sock");
@@ -464,16 +443,7 @@ schemes = [{{ inline = "min max min max min max stat" }}]
         ),
     )
     .unwrap();
-    let out = udamon(
-        d.path(),
-        &[
-            "run",
-            "--check",
-            cfg.to_str().unwrap(),
-            "--root",
-            root.to_str().unwrap(),
-        ],
-    );
+    let out = check_on(d.path(), &cfg, &root);
     assert!(
         text(&out.stdout).contains(&format!("processes now: {PID}")),
         "{}",
@@ -484,7 +454,7 @@ schemes = [{{ inline = "min max min max min max stat" }}]
         value(m, "udamon_job_sessions{udamon_job=\"batch\"}") == Some(1.0)
             && value(m, "udamon_job_wss_bytes{udamon_job=\"batch\"}").is_some_and(|v| v > 0.0)
     });
-    fake_process(&root, PID + 1, "batch\0--job\0nightly\0");
+    fake_heap_process(&root, PID + 1, "batch\0--job\0nightly\0");
     let m = wait_for(port, 60, "second process watched", |m| {
         value(m, "udamon_job_sessions{udamon_job=\"batch\"}") == Some(2.0)
     });
@@ -631,7 +601,7 @@ fn a_session_that_cannot_start_is_reported_once() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
     write(&root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
-    fake_process(&root, PID, "batch\0nightly\0");
+    fake_heap_process(&root, PID, "batch\0nightly\0");
     let socket = d.path().join("ctl.sock");
     let cfg = d.path().join("u.toml");
     fs::write(
@@ -689,7 +659,7 @@ fn the_tiering_backstop_lasts_as_long_as_the_job() {
         "1\n",
     );
     write(&root, "sys/kernel/mm/numa/demotion_enabled", "false\n");
-    fake_process(&root, PID, "app\0");
+    fake_heap_process(&root, PID, "app\0");
     let socket = d.path().join("ctl.sock");
     let cfg = d.path().join("u.toml");
     fs::write(

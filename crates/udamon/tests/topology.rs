@@ -6,13 +6,7 @@ use std::fs;
 use std::path::Path;
 
 mod common;
-use common::{text, udamon};
-
-fn w(root: &Path, p: &str, s: &str) {
-    let p = root.join(p);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, s).unwrap();
-}
+use common::{text, udamon, write as w};
 
 /// Node 0 with CPUs and 2 GiB at 1 MiB, node 1 CPU-less with 2 GiB at
 /// 4 GiB, in the memory tiers given.

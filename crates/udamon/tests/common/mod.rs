@@ -120,3 +120,36 @@ pub fn finish(mut child: Child, secs: u64, what: &str) -> Output {
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+/// Writes `s` at `p` under `root`, making the directories.
+pub fn write(root: &Path, p: &str, s: &str) {
+    let p = root.join(p);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, s).unwrap();
+}
+
+/// The heap every fake process has (`HEAP_MAP` in its maps).
+pub const HEAP_MAP: &str = "10000000-10400000 rw-p 00000000 00:00 0 [heap]\n";
+
+/// A process `pid` under a fake root: `maps` (which must include
+/// [`HEAP_MAP`]), its command line, comm "worker", a 4 MiB resident set,
+/// and a pagemap whose heap pages are present, the first half soft-dirty.
+pub fn fake_process(root: &Path, pid: u32, maps: &str, cmdline: &str) {
+    use std::os::unix::fs::FileExt;
+    let d = format!("proc/{pid}");
+    write(root, &format!("{d}/maps"), maps);
+    write(root, &format!("{d}/cmdline"), cmdline);
+    write(root, &format!("{d}/comm"), "worker\n");
+    write(
+        root,
+        &format!("{d}/status"),
+        "VmRSS:\t 4096 kB\nVmSwap:\t 0 kB\n",
+    );
+    write(root, &format!("{d}/clear_refs"), "");
+    let pm = std::fs::File::create(root.join(format!("{d}/pagemap"))).unwrap();
+    let (present, soft_dirty) = (1u64 << 63, 1u64 << 55);
+    for page in 0x10000u64..0x10400 {
+        let e = present | if page < 0x10200 { soft_dirty } else { 0 } | page;
+        pm.write_all_at(&e.to_le_bytes(), page * 8).unwrap();
+    }
+}
