@@ -101,7 +101,7 @@ pub fn ctl(a: CtlArgs) -> Result<()> {
         CtlRequest::Status => "status",
         CtlRequest::Reload => "reload",
     };
-    let v = udamon_service::ctl_request(&a.socket, request).map_err(crate::CapabilityError)?;
+    let v = udamon_service::ctl_request(&a.socket, request).map_err(|e| anyhow::anyhow!(e))?;
     if a.json {
         return print_json(&v);
     }
