@@ -437,12 +437,14 @@ mod tests {
             ..TieringParams::default()
         };
         let schemes = tiering_schemes(&topo, Space::Virtual, &p).unwrap();
-        let mut attrs = udamon_core::Attrs::default();
-        attrs.intervals_goal = udamon_core::IntervalsGoal {
-            access_bp: 400,
-            aggrs: 3,
-            min_sample_us: 5_000,
-            max_sample_us: 10_000_000,
+        let attrs = udamon_core::Attrs {
+            intervals_goal: udamon_core::IntervalsGoal {
+                access_bp: 400,
+                aggrs: 3,
+                min_sample_us: 5_000,
+                max_sample_us: 10_000_000,
+            },
+            ..udamon_core::Attrs::default()
         };
         let model = Arc::new(udamon_sim::Model::new(w));
         let opts = udamon_sim::TierOptions {

@@ -114,7 +114,7 @@ pub struct TierReport {
 }
 
 enum Runner {
-    Plain(SimOps),
+    Plain(Box<SimOps>),
     Engine(Box<udamon_core::Engine<SimOps, rand_pcg::Pcg64Mcg>>),
 }
 
@@ -145,11 +145,11 @@ pub fn run_tiering(
     o: &TierOptions,
 ) -> Result<TierReport, udamon_core::Error> {
     let mut run = match policy {
-        TierPolicy::None => Runner::Plain(SimOps::new(Arc::clone(model), o.seed)),
+        TierPolicy::None => Runner::Plain(Box::new(SimOps::new(Arc::clone(model), o.seed))),
         TierPolicy::Numab2(p) => {
             let mut ops = SimOps::new(Arc::clone(model), o.seed);
             ops.enable_numab2(p.clone());
-            Runner::Plain(ops)
+            Runner::Plain(Box::new(ops))
         }
         TierPolicy::Damos { attrs, schemes } => {
             let mut e = build_engine(model, *attrs, o.seed, MonitorKind::Adaptive)?;
