@@ -244,6 +244,34 @@ fn pair_up(t: &mut Topology) {
     t.pairs = pairs;
 }
 
+/// The topology of a simulated machine (`[[machine.node]]` of a spec):
+/// node 0 has the CPUs and is the upper tier, every other node is CPU-less
+/// and paired below node 0. The simulator has no physical addresses: use
+/// its schemes with [`Space::Virtual`].
+pub fn sim_topology(m: &udamon_sim::MachineSpec, mapped_bytes: u64) -> Topology {
+    let nodes: Vec<Node> = m
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Node {
+            id: i as u32,
+            cpus: if i == 0 { "0".into() } else { String::new() },
+            total_bytes: n.capacity.or(m.memory_limit).unwrap_or(mapped_bytes),
+            ..Node::default()
+        })
+        .collect();
+    let pairs = (1..nodes.len() as u32)
+        .map(|lower| Pair { upper: 0, lower })
+        .collect();
+    Topology {
+        tiers: nodes.iter().map(|n| (n.id, vec![n.id])).collect(),
+        nodes,
+        pairs_from: "the simulated machine".into(),
+        pairs,
+        ..Topology::default()
+    }
+}
+
 /// Which addresses the tiering schemes act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Space {
@@ -388,6 +416,59 @@ pub fn tiering_schemes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// udamon's tiering preset over the simulator's shifting workload:
+    /// after the hot set moves to the slow node at 60 s, the share of it
+    /// on the fast node rises again. With the `temporal` goal tuner: the
+    /// default `consist` tuner's quota ramps up from one byte and moves
+    /// next to nothing in this time (docs/tiering.md).
+    #[test]
+    fn udamon_tiering_converges_after_a_shift_in_the_simulator() {
+        use std::sync::Arc;
+        let w = udamon_sim::Workload::from_toml(
+            include_str!("../../../examples/specs/tier-shift.toml"),
+            "tier-shift",
+        )
+        .unwrap();
+        let topo = sim_topology(&w.machine, w.mapped_bytes());
+        assert_eq!(topo.pairs, vec![Pair { upper: 0, lower: 1 }]);
+        let p = TieringParams {
+            tuner: udamon_core::schemes::GoalTuner::Temporal,
+            ..TieringParams::default()
+        };
+        let schemes = tiering_schemes(&topo, Space::Virtual, &p).unwrap();
+        let attrs = udamon_core::Attrs {
+            intervals_goal: udamon_core::IntervalsGoal {
+                access_bp: 400,
+                aggrs: 3,
+                min_sample_us: 5_000,
+                max_sample_us: 10_000_000,
+            },
+            ..udamon_core::Attrs::default()
+        };
+        let model = Arc::new(udamon_sim::Model::new(w));
+        let opts = udamon_sim::TierOptions {
+            duration_us: 90_000_000,
+            seed: 12,
+            ..udamon_sim::TierOptions::default()
+        };
+        let r = udamon_sim::run_tiering(
+            &model,
+            &udamon_sim::TierPolicy::Damos { attrs, schemes },
+            &opts,
+        )
+        .unwrap();
+        assert_eq!(r.shifts.len(), 2, "{:?}", r.shifts);
+        let shift = &r.shifts[1];
+        assert_eq!(shift.at_s, 60.0);
+        assert!(shift.start_share < 0.1, "{shift:?}");
+        // Second 60 holds the share just after the shift; the last, 30 s later.
+        let after = r.hot_on_fast_per_s[59];
+        let end = *r.hot_on_fast_per_s.last().unwrap();
+        assert!(after < 0.2 && end > 0.9, "{after} -> {end}");
+        assert!(shift.converged_after_s.is_some());
+        assert!(r.promoted_bytes > 0);
+    }
 
     fn w(root: &Path, p: &str, s: &str) {
         let p = root.join(p);

@@ -46,6 +46,7 @@ mod machine;
 mod model;
 mod ops;
 mod spec;
+mod tier;
 mod truth;
 pub mod units;
 
@@ -56,10 +57,12 @@ use rand_pcg::Pcg64Mcg;
 use udamon_core::{Adaptation, Attrs, Engine, Monitor, Target};
 
 pub use fullscan::{FullScan, MAX_FULL_SCAN_PAGES};
-pub use machine::{MachineSpec, NodeSpec, SimMetrics, ThpMode, HUGE_PAGE};
+pub use machine::numab::Numab2Params;
+pub use machine::{MachineSpec, NodeSpec, Placement, SimMetrics, ThpMode, HUGE_PAGE};
 pub use model::Model;
 pub use ops::SimOps;
 pub use spec::{Access, Object, Phase, Sweep, Workload, DEFAULT_BASE};
+pub use tier::{run_tiering, Shift, TierOptions, TierPolicy, TierReport};
 pub use truth::{accuracy, Accuracy, AccuracyAcc, AccuracyOptions};
 
 /// The built-in demo spec (Daptrace figure 4: eight objects touched one

@@ -66,6 +66,19 @@ pub struct NodeSpec {
     pub latency_us: f64,
 }
 
+/// Where the objects' memory starts (`placement` in `[machine]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Everything on node 0; what does not fit is paged out.
+    #[default]
+    Node0,
+    /// First touch in address order: node 0 until it is full, then node 1,
+    /// and so on (the kernel's default local allocation, falling back to
+    /// the next node). Pages faulted in later go to their range's node.
+    FirstTouch,
+}
+
 /// The `[machine]` section of a spec: limits, latencies and costs. Every
 /// latency is per page of the spec's page size unless it says otherwise.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,8 +101,9 @@ pub struct MachineSpec {
     pub tlb_miss_cost_us: f64,
     /// Huge pages divide the translation cost by this.
     pub huge_tlb_factor: f64,
-    /// At least one; node 0 holds everything at start.
+    /// At least one; where memory starts: see [`Placement`].
     pub nodes: Vec<NodeSpec>,
+    pub placement: Placement,
     /// Page-table walk cost of any action, per resident byte visited.
     pub walk_cost_us_per_byte: f64,
     /// Cost of each action per byte it acts on, in `Action::ALL` order.
@@ -114,6 +128,7 @@ impl Default for MachineSpec {
                 capacity: None,
                 latency_us: 0.1,
             }],
+            placement: Placement::Node0,
             walk_cost_us_per_byte: 0.02 / k4,
             action_cost_us_per_byte: [0.0; 12],
         };
@@ -186,6 +201,13 @@ pub struct SimMetrics {
     pub action_us: u64,
     pub node_used_bytes: Vec<u64>,
     pub node_used_avg_bytes: Vec<u64>,
+    /// Expected accesses served by each node since the start.
+    pub node_accesses: Vec<f64>,
+    /// Bytes migrated to a lower-numbered (faster) node, and to a higher one.
+    pub promoted_bytes: u64,
+    pub demoted_bytes: u64,
+    /// NUMA hint faults taken (the NUMAB-2 model only).
+    pub hint_faults: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,7 +220,7 @@ enum Hint {
 /// An address range whose pages share their state. Page counts are
 /// expected values; never-touched pages are `pages - huge - small - swapped`.
 #[derive(Clone, Debug)]
-struct Cell {
+pub(crate) struct Cell {
     end: u64,
     obj: u32,
     /// Resident pages backed by huge pages.
@@ -214,6 +236,12 @@ struct Cell {
     /// Last time a `young` filter checked (and cleared) the pages.
     young_clear_us: f64,
     mlocked: bool,
+    /// NUMAB-2 model: pages armed by the scanner (their next access takes
+    /// a hint fault), when they were armed, and pages whose last hint
+    /// fault came within the threshold.
+    nb_armed: f64,
+    nb_arm_us: f64,
+    nb_primed: f64,
 }
 
 impl Cell {
@@ -223,7 +251,7 @@ impl Cell {
 }
 
 /// Parameters derived from the spec, in pages and microseconds.
-struct Cfg {
+pub(crate) struct Cfg {
     spec: MachineSpec,
     page: u64,
     pagef: f64,
@@ -274,7 +302,7 @@ fn align_pieces(a: u64, b: u64, out: &mut Vec<(u64, u64)>) {
 
 /// Running counters.
 #[derive(Default)]
-struct Acc {
+pub(crate) struct Acc {
     rss: f64,
     node_used: Vec<f64>,
     rss_integral: f64,
@@ -288,6 +316,10 @@ struct Acc {
     reclaimed: f64,
     action_us: f64,
     cost_carry_us: f64,
+    node_accesses: Vec<f64>,
+    promoted: f64,
+    demoted: f64,
+    hint_faults: f64,
 }
 
 /// What an ops filter sees of a page.
@@ -336,6 +368,8 @@ pub(crate) struct Machine {
     pieces: Vec<Piece>,
     young_pieces: Vec<Piece>,
     node_prev: Vec<f64>,
+    /// The NUMAB-2-like policy, when it runs (numab.rs).
+    pub(crate) numab: Option<numab::Numab2>,
 }
 
 impl Machine {
@@ -414,6 +448,9 @@ impl Machine {
                             lru_us: 0.0,
                             young_clear_us: 0.0,
                             mlocked: false,
+                            nb_armed: 0.0,
+                            nb_arm_us: 0.0,
+                            nb_primed: 0.0,
                         },
                     );
                 }
@@ -427,6 +464,7 @@ impl Machine {
             acc: Acc {
                 node_used: vec![0.0; nr_nodes],
                 node_integral: vec![0.0; nr_nodes],
+                node_accesses: vec![0.0; nr_nodes],
                 ..Acc::default()
             },
             lru_floor: 0.0,
@@ -435,7 +473,11 @@ impl Machine {
             pieces: Vec::new(),
             young_pieces: Vec::new(),
             node_prev: vec![0.0; nr_nodes],
+            numab: None,
         };
+        if m.cfg.spec.placement == Placement::FirstTouch {
+            m.place_first_touch();
+        }
         m.recount();
         // What does not fit starts paged out (as if reclaimed while the
         // program initialised it), lowest addresses first.
@@ -443,6 +485,40 @@ impl Machine {
         m.acc.reclaimed = 0.0;
         m.acc.rss_peak = m.acc.rss;
         m
+    }
+
+    /// First-touch placement: resident pages fill node 0 in address order,
+    /// then node 1, and so on; the last node takes the rest.
+    fn place_first_touch(&mut self) {
+        let nr = self.cfg.caps.len();
+        let mut node = 0usize;
+        let mut room = self.cfg.caps[0];
+        let mut at = 0u64;
+        while let Some((&start, c)) = self.cells.range(at..).next() {
+            let (end, res) = (c.end, c.resident());
+            at = end;
+            if node + 1 < nr && res > room + EPS {
+                // Cut where this node is full; the rest goes to the next.
+                let n = (end - start) as f64 / self.cfg.pagef;
+                let fit = (room / (res / n)).floor() as u64;
+                if fit > 0 {
+                    let cut = start + fit * self.cfg.page;
+                    self.split_at(cut);
+                    let keys: Vec<u64> = self.cells.range(start..cut).map(|(k, _)| *k).collect();
+                    for k in keys {
+                        self.cells.get_mut(&k).expect("cell").node = node as u32;
+                    }
+                    at = cut;
+                } else {
+                    at = start;
+                }
+                node += 1;
+                room = self.cfg.caps[node];
+                continue;
+            }
+            self.cells.get_mut(&start).expect("cell").node = node as u32;
+            room -= res;
+        }
     }
 
     fn recount(&mut self) {
@@ -476,6 +552,7 @@ impl Machine {
         let rss0 = self.acc.rss;
         self.node_prev.clone_from(&self.acc.node_used);
         model.pieces(t0, t1, &mut self.pieces);
+        let mut hint = self.numab.as_mut().map(|n| n.hint_ctx());
         let Machine {
             cfg,
             cells,
@@ -489,12 +566,21 @@ impl Machine {
                 for (&start, cell) in cells.range_mut(seg.range.start..seg.range.end) {
                     let a = seg_range_hazard(seg, AddrRange::new(start, cell.end), piece, cfg.page);
                     if a > 0.0 {
+                        if let Some(h) = hint.as_mut() {
+                            numab::hint_faults(h, cfg, acc, start, cell, a, piece.b_us as f64);
+                        }
                         touch(cfg, acc, start, cell, a, piece.b_us as f64);
                     }
                 }
             }
         }
+        if let (Some(h), Some(n)) = (hint, self.numab.as_mut()) {
+            n.take_candidates(h);
+        }
         self.enforce_limits(true);
+        if self.numab.is_some() {
+            self.numab_step(model, t0, t1);
+        }
         let dt = (t1 - t0) as f64;
         let acc = &mut self.acc;
         acc.rss_integral += (rss0 + acc.rss) / 2.0 * dt;
@@ -591,6 +677,8 @@ impl Machine {
             p.huge = c.huge * f;
             p.small = c.small * f;
             p.swapped = c.swapped * f;
+            p.nb_armed = c.nb_armed * f;
+            p.nb_primed = c.nb_primed * f;
             if !aligned(a, b) {
                 p.small += p.huge;
                 p.huge = 0.0;
@@ -633,6 +721,12 @@ impl Machine {
         if !(near(ca.huge, cb.huge) && near(ca.small, cb.small) && near(ca.swapped, cb.swapped)) {
             return false;
         }
+        if !(near(ca.nb_armed, cb.nb_armed)
+            && near(ca.nb_primed, cb.nb_primed)
+            && (ca.nb_arm_us - cb.nb_arm_us).abs() <= MERGE_LRU_US)
+        {
+            return false;
+        }
         let (ra, rb) = (ca.resident(), cb.resident());
         if ra > EPS && rb > EPS && (ca.lru_us - cb.lru_us).abs() > MERGE_LRU_US {
             return false;
@@ -643,6 +737,9 @@ impl Machine {
         ca.huge += cb.huge;
         ca.small += cb.small;
         ca.swapped += cb.swapped;
+        ca.nb_armed += cb.nb_armed;
+        ca.nb_primed += cb.nb_primed;
+        ca.nb_arm_us = ca.nb_arm_us.max(cb.nb_arm_us);
         if ra + rb > 0.0 {
             ca.lru_us = (ca.lru_us * ra + cb.lru_us * rb) / (ra + rb);
         }
@@ -859,6 +956,11 @@ impl Machine {
                     if res <= free + EPS {
                         acc.node_used[node] -= res;
                         acc.node_used[t] += res;
+                        if t < node {
+                            acc.promoted += res;
+                        } else {
+                            acc.demoted += res;
+                        }
                         cell.node = t as u32;
                         applied += res;
                         cost += unit_cost * res;
@@ -877,6 +979,11 @@ impl Machine {
                             let r = c.resident();
                             self.acc.node_used[node] -= r;
                             self.acc.node_used[t] += r;
+                            if t < node {
+                                self.acc.promoted += r;
+                            } else {
+                                self.acc.demoted += r;
+                            }
                             c.node = t as u32;
                             applied += r;
                             cost += unit_cost * r;
@@ -978,12 +1085,38 @@ impl Machine {
                 .zip(&self.acc.node_used)
                 .map(|(&i, &u)| bytes(avg(i, u)))
                 .collect(),
+            node_accesses: self.acc.node_accesses.clone(),
+            promoted_bytes: bytes(self.acc.promoted),
+            demoted_bytes: bytes(self.acc.demoted),
+            hint_faults: self.acc.hint_faults.round() as u64,
         }
     }
 
     #[cfg(test)]
     pub fn nr_cells(&self) -> usize {
         self.cells.len()
+    }
+
+    /// Resident pages inside `ranges` (sorted, disjoint), in total and on
+    /// `node` (cells are counted pro rata).
+    pub fn resident_on(&self, ranges: &[AddrRange], node: u32) -> (f64, f64) {
+        let (mut all, mut on) = (0.0, 0.0);
+        for r in ranges {
+            let first = self
+                .cells
+                .range(..r.start)
+                .next_back()
+                .map_or(r.start, |(k, _)| *k);
+            for (&s, c) in self.cells.range(first..r.end) {
+                let o = c.end.min(r.end).saturating_sub(s.max(r.start));
+                let x = c.resident() * o as f64 / (c.end - s) as f64;
+                all += x;
+                if c.node == node {
+                    on += x;
+                }
+            }
+        }
+        (all, on)
     }
 
     /// Resident bytes inside `r` (cells are counted pro rata).
@@ -1002,6 +1135,9 @@ impl Machine {
 #[cfg(test)]
 #[path = "machine_tests.rs"]
 mod tests;
+
+#[path = "numab.rs"]
+pub(crate) mod numab;
 
 /// One step's accesses to a cell: `a` expected accesses spread evenly over
 /// its pages, ending at `t_end`.
@@ -1041,6 +1177,7 @@ fn touch(cfg: &Cfg, acc: &mut Acc, start: u64, cell: &mut Cell, a: f64, t_end: f
     acc.node_used[cell.node as usize] += new;
     let huge_share = (huge0 + cell.huge) / 2.0 / n;
     let node_extra = s.nodes[cell.node as usize].latency_us - s.nodes[0].latency_us;
+    acc.node_accesses[cell.node as usize] += a;
     acc.access_extra_us += a * (node_extra - huge_share * cfg.tlb_saving_us);
 }
 

@@ -81,6 +81,35 @@ impl Model {
         }
     }
 
+    /// The ranges accessed at `min_rate` or more per page per second
+    /// (plain rates; sweeps count at their rate) in the phase running at
+    /// `t_us`: the hot set then. Sorted, disjoint, adjacent ones merged.
+    pub fn hot_ranges(&self, t_us: u64, min_rate: f64) -> Vec<AddrRange> {
+        let mut pieces = Vec::new();
+        self.pieces(t_us, t_us + 1, &mut pieces);
+        let mut out: Vec<AddrRange> = Vec::new();
+        for p in &pieces {
+            for seg in &self.segs[p.phase] {
+                let rate = seg.rate + seg.sweeps.iter().map(|s| s.1).sum::<f64>();
+                if rate < min_rate {
+                    continue;
+                }
+                match out.last_mut() {
+                    Some(l) if l.end == seg.range.start => l.end = seg.range.end,
+                    _ => out.push(seg.range),
+                }
+            }
+        }
+        out
+    }
+
+    /// Index of the phase running at `t_us`.
+    pub fn phase_at(&self, t_us: u64) -> usize {
+        let mut pieces = Vec::new();
+        self.pieces(t_us, t_us + 1, &mut pieces);
+        pieces.first().map_or(0, |p| p.phase)
+    }
+
     pub(crate) fn seg_at(&self, phase: usize, addr: Addr) -> Option<&Seg> {
         let segs = &self.segs[phase];
         let i = segs.partition_point(|s| s.range.end <= addr);

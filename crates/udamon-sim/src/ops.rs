@@ -53,6 +53,20 @@ impl SimOps {
         self.machine.nr_cells()
     }
 
+    /// Runs the NUMAB-2-like policy (a model of NUMA balancing's tiering
+    /// mode, see `numab.rs`) on the machine from now on.
+    pub fn enable_numab2(&mut self, p: crate::Numab2Params) {
+        self.machine.numab = Some(crate::machine::numab::Numab2::new(p));
+    }
+
+    /// Resident bytes inside `ranges` (sorted, disjoint): in total, and on
+    /// `node`.
+    pub fn resident_on(&self, ranges: &[AddrRange], node: u32) -> (u64, u64) {
+        let (all, on) = self.machine.resident_on(ranges, node);
+        let p = self.model.workload.page_size as f64;
+        ((all * p).round() as u64, (on * p).round() as u64)
+    }
+
     /// Brings the simulated machine to `now_us` without sampling (the
     /// engine does this through `check_accesses`).
     pub fn advance_to(&mut self, now_us: u64) {

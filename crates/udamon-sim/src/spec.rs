@@ -10,7 +10,7 @@ use toml::Spanned;
 use udamon_core::schemes::Action;
 use udamon_core::{Addr, AddrRange};
 
-use crate::machine::{MachineSpec, NodeSpec, ThpMode, MAX_NODES};
+use crate::machine::{MachineSpec, NodeSpec, Placement, ThpMode, MAX_NODES};
 use crate::units::{parse_cost_us_per_byte, parse_duration_us, parse_latency_us, parse_size};
 use crate::SpecError;
 
@@ -44,6 +44,7 @@ struct RawMachine {
     access_cost: Option<Spanned<String>>,
     tlb_miss_cost: Option<Spanned<String>>,
     huge_tlb_factor: Option<Spanned<f64>>,
+    placement: Option<Spanned<String>>,
     #[serde(default)]
     node: Vec<RawNode>,
     #[serde(default)]
@@ -499,6 +500,18 @@ fn parse_machine(
                 return Err(at(
                     t.span(),
                     format!("unknown thp mode \"{other}\" (expected never, madvise or always)"),
+                ))
+            }
+        };
+    }
+    if let Some(p) = &m.placement {
+        spec.placement = match p.get_ref().as_str() {
+            "node0" => Placement::Node0,
+            "first-touch" => Placement::FirstTouch,
+            other => {
+                return Err(at(
+                    p.span(),
+                    format!("unknown placement \"{other}\" (expected node0 or first-touch)"),
                 ))
             }
         };

@@ -45,6 +45,8 @@ struct Report {
     tune: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     service: Option<super::bench_service::ServiceSoak>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tiering: Vec<super::bench_tiering::TieringRow>,
 }
 
 #[derive(Serialize)]
@@ -132,13 +134,13 @@ fn asked(a: &BenchArgs, part: &str) -> bool {
 pub fn run(a: BenchArgs) -> Result<()> {
     for p in &a.only {
         if ![
-            "cost", "record", "heatmap", "accuracy", "schemes", "tune", "service",
+            "cost", "record", "heatmap", "accuracy", "schemes", "tune", "service", "tiering",
         ]
         .contains(&p.as_str())
         {
             bail!(crate::UsageError(format!(
                 "--only {p}: unknown part (expected cost, record, heatmap, accuracy, schemes, \
-                 tune or service)"
+                 tune, service or tiering)"
             )));
         }
     }
@@ -160,6 +162,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if asked(&a, "service") {
         report.service = Some(super::bench_service::soak(a.quick, a.json)?);
+    }
+    if asked(&a, "tiering") {
+        report.tiering = super::bench_tiering::table(a.quick, a.json)?;
     }
     if a.json {
         print_json(&report)?;

@@ -3,6 +3,7 @@
 mod apply;
 mod bench;
 mod bench_service;
+mod bench_tiering;
 mod cleanup;
 mod demo;
 mod features;
