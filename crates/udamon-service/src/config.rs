@@ -93,8 +93,9 @@ struct RawSchemeSource {
     used: Option<String>,
     /// Bytes each scheme may migrate per second ("200M").
     rate: Option<SizeOrNumber>,
-    /// "consist" (the kernel's default feedback loop) or "temporal" (full
-    /// speed until the goal is met; Linux 7.1+ on kernel DAMON).
+    /// "temporal" (the default: full speed until the goal is met; Linux
+    /// 7.1+ on kernel DAMON), "consist" (the kernel's feedback loop, the
+    /// seed's) or "fast" (udamon's engine only).
     goal_tuner: Option<String>,
     /// Switch the kernel's reclaim-time demotion on while the job runs
     /// (`/sys/kernel/mm/numa/demotion_enabled`), as a backstop when
@@ -595,12 +596,13 @@ fn tiering(ctx: &TieringCtx, o: &RawSchemeSource) -> Result<Vec<Damos>, String> 
             .as_ref()
             .map_or(Ok(d.bytes_per_s), |v| size("rate", v))?,
         tuner: match o.goal_tuner.as_deref() {
-            None | Some("consist") => GoalTuner::Consist,
+            None => d.tuner,
+            Some("consist") => GoalTuner::Consist,
             Some("temporal") => GoalTuner::Temporal,
             Some("fast") => GoalTuner::Fast,
             Some(t) => {
                 return Err(format!(
-                    "goal_tuner = \"{t}\": give \"consist\" (the default), \"temporal\" or \
+                    "goal_tuner = \"{t}\": give \"temporal\" (the default), \"consist\" or \
                      \"fast\" (udamon's engine only)"
                 ))
             }
@@ -859,7 +861,7 @@ schemes = [{ preset = "lru_sort" }]
             )
         };
         let at = Path::new("/etc/u.toml");
-        let p = Plan::parse_on(&cfg(", goal_tuner = \"temporal\", free = \"1%\", used = \"99.5%\", rate = \"64M\", backstop = false"), at, d.path()).unwrap();
+        let p = Plan::parse_on(&cfg(", goal_tuner = \"consist\", free = \"1%\", used = \"99.5%\", rate = \"64M\", backstop = false"), at, d.path()).unwrap();
         let j = &p.jobs[0];
         assert_eq!(j.schemes.len(), 2);
         assert_eq!(j.schemes[0].quota.goals[0].target_value, 100);
@@ -867,11 +869,16 @@ schemes = [{ preset = "lru_sort" }]
         assert_eq!(j.schemes[0].quota.sz, 64 << 20);
         assert_eq!(
             j.schemes[0].quota.goal_tuner,
-            udamon_core::schemes::GoalTuner::Temporal
+            udamon_core::schemes::GoalTuner::Consist
         );
         assert!(!j.demotion_backstop);
         assert_eq!(j.attrs.intervals_goal.access_bp, 400);
-        assert!(Plan::parse_on(&cfg(""), at, d.path()).unwrap().jobs[0].demotion_backstop);
+        let default = Plan::parse_on(&cfg(""), at, d.path()).unwrap();
+        assert!(default.jobs[0].demotion_backstop);
+        assert_eq!(
+            default.jobs[0].schemes[0].quota.goal_tuner,
+            udamon_core::schemes::GoalTuner::Temporal
+        );
         let e =
             Plan::parse_on(&cfg(", free = \"0.1%\", used = \"99%\""), at, d.path()).unwrap_err();
         assert!(e.to_string().contains("leave a gap"), "{e}");

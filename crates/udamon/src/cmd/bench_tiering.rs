@@ -51,20 +51,25 @@ pub fn seed_attrs() -> Attrs {
     }
 }
 
-/// The three policies for a workload.
+/// The policies for a workload: none, the NUMA-balancing-like model, and
+/// udamon's tiering: the preset (the temporal tuner), then with the seed's
+/// consist tuner and with udamon's fast one.
 pub fn policies(w: &Workload) -> Result<Vec<TierPolicy>> {
     let topo = sim_topology(&w.machine, w.mapped_bytes());
     let schemes = tiering_schemes(&topo, Space::Virtual, &TieringParams::default())
         .map_err(anyhow::Error::msg)?;
-    let temporal = tiering_schemes(
-        &topo,
-        Space::Virtual,
-        &TieringParams {
-            tuner: udamon_core::schemes::GoalTuner::Temporal,
-            ..TieringParams::default()
-        },
-    )
-    .map_err(anyhow::Error::msg)?;
+    let with_tuner = |tuner| {
+        tiering_schemes(
+            &topo,
+            Space::Virtual,
+            &TieringParams {
+                tuner,
+                ..TieringParams::default()
+            },
+        )
+        .map_err(anyhow::Error::msg)
+    };
+    use udamon_core::schemes::GoalTuner;
     Ok(vec![
         TierPolicy::None,
         TierPolicy::Numab2(Numab2Params::default()),
@@ -74,7 +79,11 @@ pub fn policies(w: &Workload) -> Result<Vec<TierPolicy>> {
         },
         TierPolicy::Damos {
             attrs: seed_attrs(),
-            schemes: temporal,
+            schemes: with_tuner(GoalTuner::Consist)?,
+        },
+        TierPolicy::Damos {
+            attrs: seed_attrs(),
+            schemes: with_tuner(GoalTuner::Fast)?,
         },
     ])
 }
@@ -123,8 +132,10 @@ pub fn table(quick: bool, json: bool) -> Result<Vec<TieringRow>> {
             let r = run_tiering(&model, p, &opts)?;
             let rt0 = *base_rt.get_or_insert(r.runtime_s);
             let mut r = r;
-            if i == 3 {
-                r.policy = "udamon-temporal".into();
+            match i {
+                3 => r.policy = "udamon-consist".into(),
+                4 => r.policy = "udamon-fast".into(),
+                _ => {}
             }
             let row = TieringRow {
                 spec: name.to_string(),

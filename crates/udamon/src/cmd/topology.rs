@@ -23,7 +23,8 @@ pub fn run(a: TopologyArgs) -> Result<()> {
         let text = format!(
             "# Self-tuned tiering for this machine's pairs ({}), written by `udamon \
              topology`:\n# for each pair, demotion keeps 0.5% of the upper node free and \
-             promotion aims at 99.7% of it used,\n# at most 200 MiB/s each. {}\n{}",
+             promotion aims at 99.7% of it used,\n# at most 200 MiB/s each, with the temporal goal tuner (Linux 7.1+ on kernel \
+             DAMON: on older kernels,\n# set goal_tuner = \"consist\" in each [scheme.quota]). {}\n{}",
             t.pairs
                 .iter()
                 .map(|p| format!("node {} over node {}", p.upper, p.lower))
