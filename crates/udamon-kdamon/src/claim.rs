@@ -26,6 +26,10 @@ pub struct Claim {
     pub target_pids: Vec<u32>,
     pub sample_us: u64,
     pub aggr_us: u64,
+    /// The kernel tunes the intervals (an intervals goal): the files then
+    /// hold the tuned values, which the claim cannot know, and are not
+    /// compared.
+    pub intervals_tuned: bool,
 }
 
 /// `ROOT/run/udamon/kdamond.claim`.
@@ -37,14 +41,15 @@ impl Claim {
     fn to_text(&self) -> String {
         let pids: Vec<String> = self.target_pids.iter().map(u32::to_string).collect();
         format!(
-            "udamon_pid={}\nudamon_start={}\nkdamond_pid={}\nops={}\ntarget_pids={}\nsample_us={}\naggr_us={}\n",
+            "udamon_pid={}\nudamon_start={}\nkdamond_pid={}\nops={}\ntarget_pids={}\nsample_us={}\naggr_us={}\nintervals_tuned={}\n",
             self.udamon_pid,
             self.udamon_start,
             self.kdamond_pid.map_or(String::new(), |p| p.to_string()),
             self.ops,
             pids.join(","),
             self.sample_us,
-            self.aggr_us
+            self.aggr_us,
+            u8::from(self.intervals_tuned)
         )
     }
 
@@ -66,6 +71,8 @@ impl Claim {
                 .collect::<Option<_>>()?,
             sample_us: get("sample_us")?.parse().ok()?,
             aggr_us: get("aggr_us")?.parse().ok()?,
+            // Claims written before this field: intervals as configured.
+            intervals_tuned: get("intervals_tuned") == Some("1"),
         })
     }
 
@@ -157,8 +164,9 @@ fn mismatch(root: &Path, c: &Claim) -> Option<String> {
         return Some("its target pids differ from the claim's".into());
     }
     let iv = |k: &str| read(&format!("{ctx}/monitoring_attrs/intervals/{k}"));
-    if iv("sample_us") != Some(c.sample_us.to_string())
-        || iv("aggr_us") != Some(c.aggr_us.to_string())
+    if !c.intervals_tuned
+        && (iv("sample_us") != Some(c.sample_us.to_string())
+            || iv("aggr_us") != Some(c.aggr_us.to_string()))
     {
         return Some("its intervals differ from the claim's".into());
     }
@@ -191,6 +199,18 @@ pub fn clean_up(root: &Path, start_time: StartTime) -> Result<Claim, String> {
 /// Turns kdamond 0 off, removes it, removes the tracefs instance of udamon
 /// pid `udamon_pid` and the claim. Only for a kdamond proven udamon's (a
 /// leftover, or this process's own on a forced exit).
+/// Turns kdamond 0 off if this process's claim says it is this process's
+/// and it runs: a request blocked in the kernel (a tried-regions walk that
+/// waits for every scheme) returns then. Returns whether it did.
+pub fn turn_off_own(root: &Path, start_time: StartTime) -> bool {
+    let me = std::process::id();
+    if !matches!(judge(root, start_time), Verdict::Running(c) if c.udamon_pid == me) {
+        return false;
+    }
+    let state = crate::admin_dir(root).join("kdamonds/0/state");
+    fs::read_to_string(&state).is_ok_and(|s| s.trim() == "on") && fs::write(&state, "off").is_ok()
+}
+
 pub fn remove_kdamond(root: &Path, udamon_pid: u32) -> std::io::Result<()> {
     let admin = crate::admin_dir(root);
     let state = admin.join("kdamonds/0/state");
@@ -244,9 +264,31 @@ mod tests {
             target_pids: vec![4242],
             sample_us: 5000,
             aggr_us: 100_000,
+            intervals_tuned: false,
         };
         claim.write(root).unwrap();
         claim
+    }
+
+    /// With interval auto-tuning the kernel's interval files hold the tuned
+    /// values: a leftover is still provably udamon's.
+    #[test]
+    fn a_leftover_with_tuned_intervals_is_still_provable() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = leftover_tree(d.path());
+        c.intervals_tuned = true;
+        c.write(d.path()).unwrap();
+        put(
+            d.path(),
+            "sys/kernel/mm/damon/admin/kdamonds/0/contexts/0/monitoring_attrs/intervals/aggr_us",
+            "257680\n",
+        );
+        assert_eq!(judge(d.path(), &|_| None), Verdict::Leftover(c.clone()));
+        c.intervals_tuned = false;
+        c.write(d.path()).unwrap();
+        assert!(
+            matches!(judge(d.path(), &|_| None), Verdict::Stale(_, why) if why.contains("intervals"))
+        );
     }
 
     #[test]

@@ -603,7 +603,11 @@ impl KdamonDriver {
         }
         self.check_not_foreign()?;
         if self.running {
-            self.write(&self.kdamond().join("state"), "off")?;
+            // Already off when turned off from outside to end a blocked
+            // request (claim::turn_off_own).
+            if self.state().map_or(true, |s| s == "on") {
+                self.write(&self.kdamond().join("state"), "off")?;
+            }
             self.running = false;
         }
         self.remove()
@@ -635,6 +639,7 @@ impl KdamonDriver {
             target_pids: self.config.targets.iter().filter_map(|t| t.pid).collect(),
             sample_us: self.config.attrs.sample_us,
             aggr_us: self.config.attrs.aggr_us,
+            intervals_tuned: self.config.attrs.intervals_goal.aggrs != 0,
         };
         let _ = c.write(&self.root);
     }

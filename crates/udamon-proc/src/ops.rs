@@ -512,21 +512,11 @@ impl Operations for ProcOps {
                     .sum();
                 (mapped > 0).then(|| rss * 10_000 / mapped)
             }
-            GoalMetric::NodeMemUsedBp | GoalMetric::NodeMemFreeBp => {
-                let text = read(&format!("sys/devices/system/node/node{}/meminfo", goal.nid))?;
-                let (total, free) = (
-                    proc_field(&text, "MemTotal:")?,
-                    proc_field(&text, "MemFree:")?,
-                );
-                if total == 0 {
-                    return None;
-                }
-                Some(if goal.metric == GoalMetric::NodeMemFreeBp {
-                    free * 10_000 / total
-                } else {
-                    (total - free.min(total)) * 10_000 / total
-                })
-            }
+            GoalMetric::NodeMemUsedBp | GoalMetric::NodeMemFreeBp => node_mem_bp(
+                &self.root,
+                goal.nid,
+                goal.metric == GoalMetric::NodeMemFreeBp,
+            ),
             GoalMetric::SomeMemPsiUs => {
                 let text = read("proc/pressure/memory")?;
                 let some = text.lines().find(|l| l.starts_with("some"))?;
@@ -570,6 +560,26 @@ pub(crate) fn meminfo_free_rate(root: &Path) -> Option<u32> {
         proc_field(&text, "MemFree:")?,
     );
     (total > 0).then(|| (free * 1000 / total) as u32)
+}
+
+/// Node `nid`'s free (or used) memory in basis points of its total, from
+/// its `meminfo`: the kernel's `node_mem_free_bp` and `node_mem_used_bp`.
+pub fn node_mem_bp(root: &Path, nid: u32, free: bool) -> Option<u64> {
+    let text =
+        std::fs::read_to_string(root.join(format!("sys/devices/system/node/node{nid}/meminfo")))
+            .ok()?;
+    let (total, free_kb) = (
+        proc_field(&text, "MemTotal:")?,
+        proc_field(&text, "MemFree:")?,
+    );
+    if total == 0 {
+        return None;
+    }
+    Some(if free {
+        free_kb * 10_000 / total
+    } else {
+        (total - free_kb.min(total)) * 10_000 / total
+    })
 }
 
 /// The share of a node (basis points) that migrations by udamon's engine

@@ -24,6 +24,9 @@ use crate::log;
 use crate::metrics::{psi_some_avg10, render, Machine, CONTENT_TYPE};
 use crate::status::ServiceStatus;
 
+/// How long jobs have to stop before our kdamond is turned off under them.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// Why the service could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -277,9 +280,30 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
     for j in jobs.values() {
         j.request_stop();
     }
+    // A session blocked in a kernel DAMON request (a tried-regions walk
+    // waits for every scheme to be applied once) would hold the stop up:
+    // after a grace period, turn our kdamond off, which ends the request.
+    let stopped = Arc::new(AtomicBool::new(false));
+    let (flag, root) = (Arc::clone(&stopped), opts.root.clone());
+    std::thread::spawn(move || {
+        std::thread::sleep(STOP_GRACE);
+        if !flag.load(Ordering::SeqCst)
+            && udamon_kdamon::claim::turn_off_own(&root, &|pid| udamon_proc::start_time(&root, pid))
+        {
+            log::warn(
+                None,
+                &format!(
+                    "a session did not stop within {} s (a kernel DAMON request blocked): \
+                     turned our kdamond off",
+                    STOP_GRACE.as_secs()
+                ),
+            );
+        }
+    });
     for (_, j) in jobs {
         j.stop();
     }
+    stopped.store(true, Ordering::SeqCst);
     if let Some(h) = http {
         h.unblock();
     }

@@ -1060,6 +1060,7 @@ impl Session {
     /// kernel does not expose is named in `not_available`.
     pub fn schemes(&mut self) -> Result<Vec<SchemeReport>> {
         let kernel = self.info.kernel.clone();
+        let root = self.root.clone();
         let k = match &mut self.live {
             Live::Engine(e, _) => return Ok(scheme_reports(e.schemes())),
             Live::Sim(sim) => return Ok(scheme_reports(sim.engine.schemes())),
@@ -1094,6 +1095,23 @@ impl Session {
                         "goal_values: kernel {kernel} lacks quotas/goals/N/current_value (6.8)"
                     ));
                 }
+                // The kernel publishes current values of user_input goals
+                // only (the others read 0): node goals are read where the
+                // kernel reads them, the node's meminfo.
+                let goal_values = x.goal_values.filter(|_| has_goals).map(|mut v| {
+                    use udamon_core::schemes::GoalMetric;
+                    for (val, g) in v.iter_mut().zip(&s.quota.goals) {
+                        let free = match g.metric {
+                            GoalMetric::NodeMemFreeBp => true,
+                            GoalMetric::NodeMemUsedBp => false,
+                            _ => continue,
+                        };
+                        if let Some(n) = udamon_proc::node_mem_bp(&root, g.nid, free) {
+                            *val = n;
+                        }
+                    }
+                    v
+                });
                 SchemeReport {
                     index,
                     action: s.action.name().to_string(),
@@ -1104,7 +1122,7 @@ impl Session {
                     nr_tried_regions: None,
                     tried_regions_bytes: x.tried_bytes,
                     active: None,
-                    goal_values: x.goal_values.filter(|_| has_goals),
+                    goal_values,
                     not_available: na,
                     would_apply_bytes: None,
                 }
