@@ -1255,7 +1255,173 @@ def check_service(d, out):
     return msg
 
 
+def tier_vmstat(d, r):
+    """{item: after - before} of run R's /proc/vmstat counters."""
+    def load(name):
+        out = {}
+        for line in read(d, name, "").splitlines():
+            p = line.split()
+            if len(p) == 2 and p[1].isdigit():
+                out[p[0]] = int(p[1])
+        return out
+    b, a = load(f"vmstat-{r}-before.txt"), load(f"vmstat-{r}-after.txt")
+    if not a:
+        raise Fail(f"no vmstat-{r}-after.txt")
+    return {k: a[k] - b.get(k, 0) for k in a}
+
+
+def tier_ticks(d, r):
+    """(ticks, shifts) of tiershift's log for run R."""
+    ticks, shifts = [], []
+    for line in read(d, f"wl-{r}.log", "").splitlines():
+        p = line.split()
+        if not p:
+            continue
+        f = dict(x.split("=", 1) for x in p[1:] if "=" in x)
+        try:
+            if p[0] == "tick":
+                ticks.append({"t": float(f["t"]), "k": int(f["period"]), "hot": int(f["hot"]),
+                              "share": float(f["share0"]), "free0": int(f["free0_kb"]),
+                              "free1": int(f["free1_kb"])})
+            elif p[0] == "shift":
+                shifts.append((int(p[1]), int(f["hot"]), float(f["t"])))
+        except (KeyError, ValueError):
+            continue
+    return ticks, shifts
+
+
+def check_tiering(d, out):
+    """Placement of a shifting hot set: none, numab2 (reported), udamon."""
+    shape = kv(read(d, "shape.txt").replace(" ", "\n"))
+    period, nper = float(shape["period_s"]), int(shape["periods"])
+    page = 4096
+    runs = ("none", "numab2", "udamon")
+    res, problems, figs = {}, [], []
+    for r in runs:
+        info = kv(read(d, f"run-{r}.txt", ""))
+        ticks, shifts = tier_ticks(d, r)
+        if not ticks:
+            problems.append(f"{r}: tiershift logged no ticks ({read(d, f'wl-{r}.log', '')[-200:]!r})")
+            continue
+        ends, reach = [], []
+        for k in range(nper):
+            start = k * period
+            last = [x["share"] for x in ticks if x["k"] == k and x["t"] >= start + period - 10]
+            ends.append(sum(last) / len(last) if last else None)
+            hit = [x["t"] - start for x in ticks if x["k"] == k and x["share"] >= 0.8]
+            reach.append(hit[0] if hit else None)
+        vm = tier_vmstat(d, r)
+        promo = vm.get("pgpromote_success", 0)
+        demo = sum(v for k, v in vm.items() if k.startswith("pgdemote_"))
+        migr = vm.get("pgmigrate_success", 0)
+        oom = int(info.get("oom_lines", 0) or 0) - int(info.get("oom_lines_before", 0) or 0) + vm.get("oom_kill", 0)
+        free0 = min(x["free0"] for x in ticks)
+        res[r] = dict(ends=ends, reach=reach, promo=promo, demo=demo, migr=migr, oom=oom, free0=free0,
+                      info=info, periods=sorted({x["k"] for x in ticks}))
+        if info.get("workload") == "timeout" or info.get("workload_rc") not in ("0", None):
+            problems.append(f"{r}: tiershift did not finish cleanly (rc {info.get('workload_rc')}, {info.get('workload', '')})")
+        if len(res[r]["periods"]) < nper:
+            problems.append(f"{r}: ticks in periods {res[r]['periods']} of {nper}")
+        if oom > 0:
+            problems.append(f"{r}: the OOM killer ran ({oom})")
+    # udamon's own account, from its metrics
+    scrapes = parse_scrapes(read(d, "metrics.txt", "")) + parse_scrapes(read(d, "metrics-last.txt", ""))
+    scrapes.sort(key=lambda s: s["t"])
+    applied = {}
+    for a in ("migrate_hot", "migrate_cold"):
+        vals = [metric(s, "udamon_scheme_applied_bytes_total", udamon_job="tiering", action=a) for s in scrapes]
+        vals = [v for v in vals if v is not None]
+        applied[a] = max(vals) if vals else None
+    up = [metric(s, "udamon_job_up", udamon_job="tiering") for s in scrapes]
+    # migrate_hot's effective quota over time (kernel DAMON's goal feedback
+    # starts it at 1 byte and grows it each reset interval)
+    ramp = ""
+    q = [(s["t"], metric(s, "udamon_scheme_effective_quota_bytes", udamon_job="tiering", action="migrate_hot"))
+         for s in scrapes]
+    q = [(t, v) for t, v in q if v is not None]
+    if q:
+        top = max(v for _, v in q)
+        full = [t for t, v in q if v >= 0.99 * top]
+        ready_u = kv(read(d, "run-udamon.txt", "")).get("ready_uptime")
+        t_ref = float(ready_u) if ready_u else q[0][0]
+        ramp = (f", migrate_hot's effective quota {q[0][1]:.0f} B at first, "
+                f"{top / 2**20:.0f} MiB from {full[0] - t_ref:.0f}s after tiershift's start")
+
+    def fmt_share(v):
+        return "-" if v is None else f"{v * 100:.0f}%"
+
+    def fmt_reach(v):
+        return "never" if v is None else f"{v:.0f}s"
+
+    for r in runs:
+        if r not in res:
+            continue
+        x = res[r]
+        pol = x["info"]
+        line = (f"{r} [nb={pol.get('numa_balancing')} dem={pol.get('demotion_enabled')} "
+                f"zrm={pol.get('zone_reclaim_mode')}]: hot share on node 0 at period ends "
+                f"{'/'.join(fmt_share(v) for v in x['ends'])}, 80% after {'/'.join(fmt_reach(v) for v in x['reach'])}, "
+                f"promoted {x['promo'] * page / 2**20:.0f} MiB, demoted {x['demo'] * page / 2**20:.0f} MiB, "
+                f"migrated {x['migr'] * page / 2**20:.0f} MiB, node 0 free min {x['free0'] / 1024:.0f} MiB, "
+                f"OOM {'none' if x['oom'] <= 0 else x['oom']}")
+        if r == "udamon":
+            line += (f", udamon applied migrate_hot "
+                     f"{'-' if applied['migrate_hot'] is None else '%.0f MiB' % (applied['migrate_hot'] / 2**20)}"
+                     f" migrate_cold "
+                     f"{'-' if applied['migrate_cold'] is None else '%.0f MiB' % (applied['migrate_cold'] / 2**20)}"
+                     f" ({len(scrapes)} scrapes, job up in {sum(1 for v in up if v == 1)}){ramp}")
+        figs.append(line)
+    # what must hold
+    u, n = res.get("udamon"), res.get("none")
+    info_u = kv(read(d, "run-udamon.txt", ""))
+    if info_u.get("check_rc") != "0":
+        problems.append(f"udamon run --check exited {info_u.get('check_rc')}: "
+                        f"{(read(d, 'check.txt', '') + read(d, 'check.err', ''))[:300]!r}")
+    if not info_u.get("svc_up", "").startswith("1"):
+        problems.append(f"udamon run's tiering job never ran: {read(d, 'svc.err', '')[-300:]!r}")
+    if u:
+        hot_applied = applied.get("migrate_hot") or 0
+        if u["promo"] <= 0 and u["migr"] <= 0 and hot_applied <= 0:
+            problems.append("the udamon run promoted nothing (pgpromote_success, pgmigrate_success and "
+                            "migrate_hot's udamon_scheme_applied_bytes_total all 0)")
+        both = (u["promo"] > 0 or hot_applied > 0) and (u["demo"] > 0 or (applied.get("migrate_cold") or 0) > 0)
+        figs.append(f"udamon migrated {'both ways' if both else 'towards node 0 only'}")
+        if n:
+            better = [k for k in range(nper) if u["ends"][k] is not None and n["ends"][k] is not None
+                      and u["ends"][k] > n["ends"][k]]
+            figs.append(f"udamon above none at the end of period(s) {','.join(str(k + 1) for k in better) or 'none'}")
+            if not better:
+                problems.append("udamon's hot-set share on node 0 is never above the none run's at a period's end "
+                                f"(udamon {'/'.join(fmt_share(v) for v in u['ends'])}, "
+                                f"none {'/'.join(fmt_share(v) for v in n['ends'])})")
+    t = kv(read(d, "term.txt", ""))
+    figs.append(f"SIGTERM: exit {t.get('rc')} in {t.get('seconds')}s, nr_kdamonds {t.get('nr_kdamonds')}, "
+                f"kdamond threads [{t.get('threads', '').strip()}]")
+    if t.get("rc") != "0" or t.get("killed") == "yes" or t.get("nr_kdamonds") != "0" or t.get("threads", "").strip():
+        problems.append(f"SIGTERM did not end udamon cleanly (exit {t.get('rc')}, killed {t.get('killed', 'no')}, "
+                        f"nr_kdamonds {t.get('nr_kdamonds')}, threads [{t.get('threads', '').strip()}])")
+    diag = read(d, "term-diag.txt", "")
+    if diag:
+        tasks = [re.sub(r"^# task ", "", l).replace(" syscall=", " sc=")[:90] for l in diag.splitlines()
+                 if l.startswith("# task ")]
+        kd = [l[3:] for l in diag.splitlines() if l.startswith("## kdamond")]
+        figs.append(f"20 s after SIGTERM (term-diag.txt): udamon threads [{'; '.join(tasks)}]; {'; '.join(kd)}")
+    cl = kv(read(d, "cleanup.txt", "").replace(" ", "\n"))
+    if cl:
+        why = (json_file(d, "cleanup.json") or {}) if read(d, "cleanup.json", "").strip().startswith("{") else {}
+        figs.append(f"then `udamon cleanup --json`: exit {cl.get('cleanup_rc')}, nr_kdamonds "
+                    f"{cl.get('nr_kdamonds_after_cleanup')}" + (f" ({why.get('reason')})" if why.get("reason") else ""))
+    errors = [l for l in read(d, "svc.err", "").splitlines() if "level=error" in l]
+    if errors:
+        figs.append(f"udamon logged {len(errors)} errors, first: {errors[0][:200]}")
+    msg = "; ".join(figs)
+    if problems:
+        raise Fail("; ".join(problems) + " || " + msg)
+    return msg
+
+
 CHECKS = {
+    "tiering": check_tiering,
     "service": check_service,
     "trace-cost": check_trace_cost,
     "stall": check_stall,
