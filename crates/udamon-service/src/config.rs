@@ -219,6 +219,16 @@ impl JobPlan {
         crate::guard::cap_quotas(&self.schemes, self.guardrails.max_bytes_per_second)
     }
 
+    /// For each scheme, whether the byte-rate guardrail is what limits its
+    /// quota (its quota exceeds are then the guardrail's trips).
+    pub fn capped_by_rate(&self) -> Vec<bool> {
+        self.schemes
+            .iter()
+            .zip(&self.effective_schemes())
+            .map(|(s, e)| crate::guard::capped_by_rate(s, e))
+            .collect()
+    }
+
     /// Whether a change from `old` can be applied to running sessions
     /// (same target and path), rather than restarting the job.
     pub fn same_sessions(&self, old: &JobPlan) -> bool {

@@ -15,7 +15,7 @@ use udamon_session::features::Features;
 use udamon_session::{path_blocker, Event, LiveTarget, OpsChoice, Recorder, Session, Spec};
 
 use crate::config::{JobPlan, TargetPlan};
-use crate::guard::{capped_by_rate, Breaker, RssBudget};
+use crate::guard::{Breaker, RssBudget};
 use crate::log;
 use crate::status::{GoalStatus, JobStatus, SchemeStatus, ServiceStatus, WorkerStatus};
 
@@ -390,12 +390,11 @@ pub fn prune_records(dir: &Path, job: &str, max_total: u64, keep: &Path) -> Vec<
 }
 
 fn scheme_statuses(plan: &JobPlan) -> Vec<SchemeStatus> {
-    let eff = plan.effective_schemes();
     plan.schemes
         .iter()
-        .zip(&eff)
+        .zip(plan.capped_by_rate())
         .enumerate()
-        .map(|(index, (s, e))| SchemeStatus {
+        .map(|(index, (s, capped))| SchemeStatus {
             index,
             action: s.action.name().into(),
             description: udamon_scheme_file::describe(s),
@@ -413,7 +412,7 @@ fn scheme_statuses(plan: &JobPlan) -> Vec<SchemeStatus> {
                     current: None,
                 })
                 .collect(),
-            capped_by_guardrail: capped_by_rate(s, e),
+            capped_by_guardrail: capped,
             ..Default::default()
         })
         .collect()
@@ -514,6 +513,8 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
     let mut paused: Vec<&'static str> = Vec::new();
     let mut last_stats = Instant::now() - Duration::from_secs(10);
     let mut exceeds_seen: Vec<u64> = Vec::new();
+    // Which schemes the byte-rate guardrail limits: per plan, not per pass.
+    let mut capped = plan.capped_by_rate();
     let started = Instant::now();
     let cpu0 = udamon_session::thread_cpu_s();
     let stop = || ctl.stop.load(Ordering::SeqCst);
@@ -600,14 +601,6 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
         }
         // The byte-rate cap is a quota: its trips are the capped schemes'
         // quota exceeds.
-        let capped: Vec<bool> = {
-            let eff = plan.effective_schemes();
-            plan.schemes
-                .iter()
-                .zip(&eff)
-                .map(|(s, e)| capped_by_rate(s, e))
-                .collect()
-        };
         exceeds_seen.resize(reports.len(), 0);
         let mut rate_tripped = false;
         let mut rate_trips = 0;
@@ -690,6 +683,7 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
                         log::info(Some(&job), "reloaded: new attributes and schemes in force");
                     }
                     plan = new_plan;
+                    capped = plan.capped_by_rate();
                 }
                 Err(e) => {
                     let msg = format!(

@@ -406,6 +406,12 @@ fn check_with_promtool(metrics: &str) {
 
 const PID: u32 = 4343;
 
+/// A kernel with soft-dirty bits (and nothing else udamon could use).
+fn softdirty_kernel(root: &Path) {
+    write(root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
+    write(root, "boot/config-6.12.0-test", "CONFIG_MEM_SOFT_DIRTY=y\n");
+}
+
 /// A process with a heap whose pagemap says: present, half soft-dirty.
 fn fake_heap_process(root: &Path, pid: u32, cmdline: &str) {
     common::fake_process(root, pid, common::HEAP_MAP, cmdline);
@@ -417,12 +423,7 @@ fn fake_heap_process(root: &Path, pid: u32, cmdline: &str) {
 fn a_process_set_is_followed_as_processes_come_and_go() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
-    write(&root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
-    write(
-        &root,
-        "boot/config-6.12.0-test",
-        "CONFIG_MEM_SOFT_DIRTY=y\n",
-    );
+    softdirty_kernel(&root);
     fake_heap_process(&root, PID, "batch\0--job\0nightly\0");
     write(&root, "proc/77/cmdline", "other\0");
     let port = free_port();
@@ -632,12 +633,7 @@ fn a_session_that_cannot_start_is_reported_once() {
 fn the_tiering_backstop_lasts_as_long_as_the_job() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
-    write(&root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
-    write(
-        &root,
-        "boot/config-6.12.0-test",
-        "CONFIG_MEM_SOFT_DIRTY=y\n",
-    );
+    softdirty_kernel(&root);
     write(&root, "sys/devices/system/node/online", "0-1\n");
     write(&root, "sys/devices/system/node/node0/cpulist", "0-1\n");
     write(&root, "sys/devices/system/node/node1/cpulist", "\n");
