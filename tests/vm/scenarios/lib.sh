@@ -237,3 +237,26 @@ record_eight() {
 # every scenario starts with udamon's view of the kernel (in this shell, so a
 # failure ends the scenario)
 features
+
+# loopback_up: the guest has no network; `udamon run`'s endpoint is on lo
+loopback_up() {
+    ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+}
+
+# get_metrics: the body of GET http://127.0.0.1:$PORT/metrics. With nc:
+# busybox wget segfaults in these guests (not on the host).
+get_metrics() {
+    printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' | nc 127.0.0.1 "$PORT" 2>&1 |
+        tr -d '\r' | sed '1,/^$/d'
+}
+
+# kread FILE: a DAMON sysfs file; its reads fail (EBUSY) while udamon holds
+# DAMON's sysfs lock for a command of its own, so they are retried
+kread() {
+    i=0
+    while [ $i -lt 20 ]; do
+        v=$(cat "$1" 2>/dev/null) && [ -n "$v" ] && { echo "$v"; return; }
+        i=$((i + 1))
+        sleep 0.05
+    done
+}

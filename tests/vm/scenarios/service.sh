@@ -27,24 +27,9 @@ tracing=/sys/kernel/tracing
 PORT=9788
 SOCK=/tmp/udamon-svc.sock
 URL=http://127.0.0.1:$PORT/metrics
-# the guest has no network, but the endpoint is on the loopback
-ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
-# get_metrics: the body of GET /metrics. With nc: busybox wget segfaults in
-# these guests (not on the host); one wget try is kept in wget-try.txt.
-get_metrics() {
-    printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' | nc 127.0.0.1 "$PORT" 2>&1 |
-        tr -d '\r' | sed '1,/^$/d'
-}
-# kread FILE: a DAMON sysfs file; its reads fail (EBUSY) while udamon holds
-# DAMON's sysfs lock for a command of its own, so they are retried
-kread() {
-    i=0
-    while [ $i -lt 20 ]; do
-        v=$(cat "$1" 2>/dev/null) && [ -n "$v" ] && { echo "$v"; return; }
-        i=$((i + 1))
-        sleep 0.05
-    done
-}
+# the guest has no network, but the endpoint is on the loopback (one wget
+# try is kept in wget-try.txt: get_metrics says why it uses nc)
+loopback_up
 
 # min_age of job A's and job B's scheme (s) for the start and each reload
 A_AGES="30 10 20"

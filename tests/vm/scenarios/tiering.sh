@@ -49,21 +49,7 @@ tracing=/sys/kernel/tracing
 [ -d $tracing/instances ] || tracing=/sys/kernel/debug/tracing
 PORT=9788
 SOCK=/tmp/udamon-tier.sock
-ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
-# the body of GET /metrics (busybox wget segfaults in these guests: nc)
-get_metrics() {
-    printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' | nc 127.0.0.1 "$PORT" 2>&1 |
-        tr -d '\r' | sed '1,/^$/d'
-}
-# kread FILE: a DAMON sysfs file (EBUSY while udamon holds DAMON's lock)
-kread() {
-    i=0
-    while [ $i -lt 20 ]; do
-        v=$(cat "$1" 2>/dev/null) && [ -n "$v" ] && { echo "$v"; return; }
-        i=$((i + 1))
-        sleep 0.05
-    done
-}
+loopback_up
 kdamond_threads() {
     for d in /proc/[0-9]*; do
         read -r c 2>/dev/null < "$d/comm" || continue
