@@ -356,7 +356,14 @@ impl Operations for ProcOps {
                         continue;
                     }
                     let p = clear_refs_path(&self.root, self.targets[i].pid);
-                    if let Err(e) = std::fs::write(&p, "4") {
+                    // Never created: a process that vanished mid-sample
+                    // must not get a file back (nor a fake tree a stray one).
+                    let reset = std::fs::OpenOptions::new()
+                        .write(true)
+                        .truncate(true)
+                        .open(&p)
+                        .and_then(|mut f| std::io::Write::write_all(&mut f, b"4"));
+                    if let Err(e) = reset {
                         if self.alive(i) {
                             self.note(ProcError::io("writing", &p, e));
                         }

@@ -521,7 +521,14 @@ fn a_live_record_summary_is_true() {
 #[test]
 fn a_reused_pid_ends_the_run_as_target_replaced() {
     let v = record_while(&[], 30, |root| {
-        write(root, &format!("proc/{PID}/stat"), &stat(999));
+        // As /proc does, a reader sees the old file or the new one, never a
+        // half-written one (which would read as an exit).
+        write(root, &format!("proc/{PID}/stat.new"), &stat(999));
+        fs::rename(
+            root.join(format!("proc/{PID}/stat.new")),
+            root.join(format!("proc/{PID}/stat")),
+        )
+        .unwrap();
     });
     assert_eq!(v["ended_by"], "target replaced", "{v}");
     assert!(v["monitored_s"].as_f64().unwrap() < 20.0, "{v}");

@@ -460,7 +460,10 @@ schemes = [{{ inline = "min max min max min max stat" }}]
         value(m, "udamon_job_sessions{udamon_job=\"batch\"}") == Some(2.0)
     });
     let before = value(&m, "udamon_job_snapshots_total{udamon_job=\"batch\"}").unwrap();
-    fs::remove_dir_all(root.join(format!("proc/{PID}"))).unwrap();
+    // A process leaves /proc at once, not file by file.
+    let gone = root.join(format!(".gone-{PID}"));
+    fs::rename(root.join(format!("proc/{PID}")), &gone).unwrap();
+    fs::remove_dir_all(gone).unwrap();
     let m = wait_for(port, 60, "first process gone", |m| {
         value(m, "udamon_job_sessions{udamon_job=\"batch\"}") == Some(1.0)
     });

@@ -136,7 +136,16 @@ pub const HEAP_MAP: &str = "10000000-10400000 rw-p 00000000 00:00 0 [heap]\n";
 /// and a pagemap whose heap pages are present, the first half soft-dirty.
 pub fn fake_process(root: &Path, pid: u32, maps: &str, cmdline: &str) {
     use std::os::unix::fs::FileExt;
-    let d = format!("proc/{pid}");
+    // A process appears in /proc whole: one made while a service scans is
+    // built beside the tree and renamed into place, so no scan sees its
+    // cmdline without its pagemap.
+    let whole = format!("proc/{pid}");
+    let fresh = !root.join(&whole).exists();
+    let d = if fresh {
+        format!("proc/.new-{pid}")
+    } else {
+        whole.clone()
+    };
     write(root, &format!("{d}/maps"), maps);
     write(root, &format!("{d}/cmdline"), cmdline);
     write(root, &format!("{d}/comm"), "worker\n");
@@ -151,5 +160,8 @@ pub fn fake_process(root: &Path, pid: u32, maps: &str, cmdline: &str) {
     for page in 0x10000u64..0x10400 {
         let e = present | if page < 0x10200 { soft_dirty } else { 0 } | page;
         pm.write_all_at(&e.to_le_bytes(), page * 8).unwrap();
+    }
+    if fresh {
+        std::fs::rename(root.join(&d), root.join(&whole)).unwrap();
     }
 }
