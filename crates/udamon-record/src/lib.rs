@@ -17,9 +17,12 @@
 //! 1.2 to 1.5 bytes per region and snapshot on noisy synthetic streams, 7 to
 //! 9 times less than damo's; frames decode independently.
 //!
-//! A record cut short (a crash, a full disk) or damaged in a frame stays
-//! readable up to the last intact frame, and [`Reader::tail`] says where and
-//! why it stops. The exact layout is in `docs/record-format.md`.
+//! A record cut short (a crash, a full disk) stays readable up to its last
+//! intact frame; a frame damaged in the middle loses that frame only, as
+//! reading resumes at the next frame marker whose frame checks out.
+//! [`Reader::damage`] says where, why and how much was lost, and
+//! [`Reader::open`] reads a file a frame at a time, so memory does not grow
+//! with the record's length. The exact layout is in `docs/record-format.md`.
 //!
 //! ```
 //! use std::ops::ControlFlow;
@@ -170,12 +173,16 @@ pub struct FrameInfo {
     pub max_addr: u64,
 }
 
-/// Why a record stops before its end: a truncated or damaged frame. The frames
-/// before it are intact; it and everything after it are ignored.
+/// A damaged or truncated stretch of a record (a crash, a full disk, a
+/// flipped bit). The frames before it are intact; reading goes on at the
+/// next intact frame after it, if there is one.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TailError {
-    /// Byte offset of the damaged frame.
+pub struct Damage {
+    /// Byte offset where the unreadable bytes start.
     pub offset: u64,
+    /// How many bytes are not read (up to the next intact frame, or to the
+    /// end of the record).
+    pub len: u64,
     /// What is wrong, naming the frame, e.g. "frame 12 declares 8000 bytes
     /// but only 311 remain".
     pub reason: String,
@@ -183,15 +190,35 @@ pub struct TailError {
     pub frames_ok: usize,
     /// Number of snapshots in those frames.
     pub snapshots_ok: u64,
+    /// Snapshots lost in it: exact when [`Damage::lost_exact`] (one frame
+    /// whose header is intact), else estimated from the time the gap spans
+    /// at the pace of the frame before; `None` when neither is known.
+    pub snapshots_lost: Option<u64>,
+    pub lost_exact: bool,
+    /// Where reading resumes: the next intact frame, `None` at the end.
+    pub resumes_at: Option<u64>,
 }
 
-impl fmt::Display for TailError {
+impl fmt::Display for Damage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "record is damaged at byte {}: {} ",
             self.offset, self.reason
         )?;
+        if let Some(at) = self.resumes_at {
+            let lost = match (self.snapshots_lost, self.lost_exact) {
+                (Some(1), true) => "1 snapshot lost".to_string(),
+                (Some(n), true) => format!("{n} snapshots lost"),
+                (Some(n), false) => format!("about {n} snapshots lost"),
+                (None, _) => "an unknown number of snapshots lost".to_string(),
+            };
+            return write!(
+                f,
+                "({} bytes skipped, {lost}; reading resumes at byte {at})",
+                self.len
+            );
+        }
         if self.snapshots_ok == 1 {
             write!(f, "(the 1 snapshot before it is readable)")
         } else {
@@ -204,7 +231,7 @@ impl fmt::Display for TailError {
     }
 }
 
-impl std::error::Error for TailError {}
+impl std::error::Error for Damage {}
 
 /// Errors of reading and writing records.
 #[derive(Debug, thiserror::Error)]

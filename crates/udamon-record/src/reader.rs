@@ -1,36 +1,77 @@
 //! Reading records.
 
 use std::ops::{ControlFlow, Range};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use udamon_core::Snapshot;
 
 use crate::codec::{decode_json, decode_snapshot, TAG_JSON, TAG_SNAPSHOT};
-use crate::frame::{FrameHeader, FRAME_HEADER_LEN};
+use crate::frame::{FrameHeader, FRAME_HEADER_LEN, FRAME_MARKER};
 use crate::varint::Cursor;
-use crate::{escape, Entry, Error, FrameInfo, Header, TailError, MAGIC, VERSION};
+use crate::{escape, Damage, Entry, Error, FrameInfo, Header, MAGIC, VERSION};
 
 /// Bytes before the header JSON: magic, version, header length, header CRC32.
 pub(crate) const PREAMBLE_LEN: usize = 18;
 
-/// A record read into memory, its header parsed and its frames located and
-/// checked (CRC32 of every frame), but not yet decompressed.
+/// Bytes read at a time while looking for the next frame after a damaged one.
+const RESYNC_CHUNK: usize = 1 << 20;
+
+/// Where a record's bytes are: in memory, or in a file read a frame at a
+/// time (then a report's memory does not grow with the record's length).
+enum Source {
+    Bytes(Vec<u8>),
+    File { file: std::fs::File, path: PathBuf },
+}
+
+impl Source {
+    /// The `len` bytes at `off` (which the caller knows to be there),
+    /// borrowed from memory or read into `scratch`.
+    fn read<'a>(
+        &'a self,
+        off: u64,
+        len: usize,
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<&'a [u8], Error> {
+        match self {
+            Source::Bytes(b) => {
+                let off = off as usize;
+                b.get(off..off + len).ok_or_else(|| Error::Corrupt {
+                    offset: off as u64,
+                    reason: format!("{len} bytes asked for past the end"),
+                })
+            }
+            Source::File { file, path } => {
+                scratch.resize(len, 0);
+                std::os::unix::fs::FileExt::read_exact_at(file, scratch, off).map_err(
+                    |source| Error::Io {
+                        path: path.clone(),
+                        source,
+                    },
+                )?;
+                Ok(&scratch[..])
+            }
+        }
+    }
+}
+
+/// A record opened for reading: its header parsed and its frames located
+/// and checked (CRC32 of every frame), but not yet decompressed. A record
+/// opened from a file stays there: frames are read as they are decoded.
 pub struct Reader {
-    bytes: Vec<u8>,
+    source: Source,
     header: Header,
     frames: Vec<FrameInfo>,
     /// Per frame: the payload's offset and the frame header.
-    metas: Vec<(usize, FrameHeader)>,
-    tail: Option<TailError>,
+    metas: Vec<(u64, FrameHeader)>,
+    damage: Vec<Damage>,
 }
 
 impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader")
-            .field("len", &self.bytes.len())
             .field("header", &self.header)
             .field("frames", &self.frames.len())
-            .field("tail", &self.tail)
+            .field("damage", &self.damage)
             .finish()
     }
 }
@@ -39,6 +80,8 @@ impl std::fmt::Debug for Reader {
 struct Decoder {
     dctx: zstd::bulk::Decompressor<'static>,
     raw: Vec<u8>,
+    /// The compressed payload, when it is read from a file.
+    payload: Vec<u8>,
 }
 
 impl Decoder {
@@ -50,6 +93,7 @@ impl Decoder {
         Ok(Self {
             dctx,
             raw: Vec::new(),
+            payload: Vec::new(),
         })
     }
 }
@@ -67,29 +111,146 @@ fn empty_snapshot() -> Snapshot {
 /// Frames decoded ahead of the callback per decoding thread.
 const AHEAD_PER_THREAD: usize = 2;
 
+/// What checking the frame at an offset found.
+enum Check {
+    Good(FrameHeader),
+    /// Why it cannot be read, and its header when that much is intact.
+    Bad {
+        reason: String,
+        header: Option<FrameHeader>,
+    },
+}
+
+/// The record's bytes and the buffers its checks reuse.
+struct Scan<'a> {
+    source: &'a Source,
+    len: u64,
+    scratch: Vec<u8>,
+    chunk: Vec<u8>,
+}
+
+impl Scan<'_> {
+    /// Checks the frame at `off` (frame `i`): header, length and payload CRC.
+    fn check(&mut self, off: u64, i: usize) -> Result<Check, Error> {
+        let bad = |reason: String, header| Ok(Check::Bad { reason, header });
+        let rem = self.len - off;
+        if rem < FRAME_HEADER_LEN as u64 {
+            return bad(
+                format!(
+                    "frame {i} is cut inside its header: only {rem} of {FRAME_HEADER_LEN} bytes remain"
+                ),
+                None,
+            );
+        }
+        let hb: [u8; FRAME_HEADER_LEN] = self
+            .source
+            .read(off, FRAME_HEADER_LEN, &mut self.scratch)?
+            .try_into()
+            .expect("a whole frame header");
+        let h = match FrameHeader::parse(&hb) {
+            Ok(h) => h,
+            Err(what) => return bad(format!("frame {i} {what}"), None),
+        };
+        let payload_len = u64::from(h.payload_len);
+        let avail = rem - FRAME_HEADER_LEN as u64;
+        if payload_len > avail {
+            return bad(
+                format!("frame {i} declares {payload_len} bytes but only {avail} remain"),
+                Some(h),
+            );
+        }
+        let payload = self.source.read(
+            off + FRAME_HEADER_LEN as u64,
+            h.payload_len as usize,
+            &mut self.scratch,
+        )?;
+        let computed = crc32fast::hash(payload);
+        if computed != h.payload_crc {
+            return bad(
+                format!(
+                    "frame {i} payload is damaged (crc32 {:08x} stored, {computed:08x} computed)",
+                    h.payload_crc
+                ),
+                Some(h),
+            );
+        }
+        Ok(Check::Good(h))
+    }
+
+    /// The first intact frame at or after `from`: the next frame marker
+    /// whose header and payload check out.
+    fn next_frame(&mut self, from: u64, i: usize) -> Result<Option<(u64, FrameHeader)>, Error> {
+        let finder = memchr::memmem::Finder::new(FRAME_MARKER);
+        let mut pos = from;
+        while pos + FRAME_HEADER_LEN as u64 <= self.len {
+            let n = ((self.len - pos) as usize).min(RESYNC_CHUNK);
+            let mut chunk = std::mem::take(&mut self.chunk);
+            let hits: Vec<u64> = finder
+                .find_iter(self.source.read(pos, n, &mut chunk)?)
+                .map(|k| pos + k as u64)
+                .collect();
+            self.chunk = chunk;
+            for at in hits {
+                if let Check::Good(h) = self.check(at, i)? {
+                    return Ok(Some((at, h)));
+                }
+            }
+            if n < RESYNC_CHUNK {
+                break;
+            }
+            // Overlap by less than a marker, so one across the boundary is
+            // found and none twice.
+            pos += (n - (FRAME_MARKER.len() - 1)) as u64;
+        }
+        Ok(None)
+    }
+}
+
 impl Reader {
-    /// Reads the record at `path` into memory, parses its header and checks
-    /// its frames. A truncated or damaged last frame is not an error: see
-    /// [`Reader::tail`].
+    /// Opens the record at `path`, parses its header and checks its frames
+    /// (reading the file once, a frame at a time). A damaged or truncated
+    /// frame is not an error: reading goes on at the next intact frame, see
+    /// [`Reader::damage`].
     pub fn open(path: &Path) -> Result<Reader, Error> {
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        let io = |source| Error::Io {
             path: path.to_path_buf(),
             source,
-        })?;
-        Self::parse(bytes, &path.display().to_string())
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if meta.is_dir() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory",
+            )));
+        }
+        let len = meta.len();
+        Self::parse(
+            Source::File {
+                file,
+                path: path.to_path_buf(),
+            },
+            len,
+            &path.display().to_string(),
+        )
     }
 
     /// Like [`Reader::open`], for a record already in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Reader, Error> {
-        Self::parse(bytes, "input")
+        let len = bytes.len() as u64;
+        Self::parse(Source::Bytes(bytes), len, "input")
     }
 
-    fn parse(bytes: Vec<u8>, name: &str) -> Result<Reader, Error> {
-        let n = bytes.len();
-        if n < MAGIC.len() {
+    fn parse(source: Source, n: u64, name: &str) -> Result<Reader, Error> {
+        let mut scratch = Vec::new();
+        let bytes = source
+            .read(0, n.min(PREAMBLE_LEN as u64) as usize, &mut scratch)?
+            .to_vec();
+        let n_pre = bytes.len();
+        if n_pre < MAGIC.len() {
             if MAGIC.starts_with(&bytes) {
                 return Err(Error::Header(format!(
-                    "{name} ends inside the magic number, after {n} of 8 bytes; it holds no data"
+                    "{name} ends inside the magic number, after {n_pre} of 8 bytes; it holds no data"
                 )));
             }
             return Err(Error::NotARecord {
@@ -103,29 +264,29 @@ impl Reader {
                 found: escape(&bytes[..8]),
             });
         }
-        if n < 10 {
+        if n_pre < 10 {
             return Err(Error::Header(format!(
-                "{name} ends inside the format version, after {n} bytes; it holds no data"
+                "{name} ends inside the format version, after {n_pre} bytes; it holds no data"
             )));
         }
         let version = u16::from_le_bytes([bytes[8], bytes[9]]);
         if version != VERSION {
             return Err(Error::UnsupportedVersion(version));
         }
-        if n < PREAMBLE_LEN {
+        if n_pre < PREAMBLE_LEN {
             return Err(Error::Header(format!(
-                "{name} ends inside the header length and checksum, after {n} of {PREAMBLE_LEN} bytes; it holds no data"
+                "{name} ends inside the header length and checksum, after {n_pre} of {PREAMBLE_LEN} bytes; it holds no data"
             )));
         }
-        let len = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
+        let len = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as u64;
         let stored = u32::from_le_bytes(bytes[14..18].try_into().unwrap());
-        let rem = n - PREAMBLE_LEN;
+        let rem = n - PREAMBLE_LEN as u64;
         if len > rem {
             return Err(Error::Header(format!(
                 "{name}: the header declares {len} bytes but only {rem} remain; the record was cut before its first frame"
             )));
         }
-        let json = &bytes[PREAMBLE_LEN..PREAMBLE_LEN + len];
+        let json = source.read(PREAMBLE_LEN as u64, len as usize, &mut scratch)?;
         let computed = crc32fast::hash(json);
         if stored != computed {
             return Err(Error::Header(format!(
@@ -136,66 +297,74 @@ impl Reader {
             .map_err(|e| Error::Header(format!("{name}: the header JSON is invalid: {e}")))?;
         header.version = version;
 
-        let mut frames = Vec::new();
+        let mut scan = Scan {
+            source: &source,
+            len: n,
+            scratch,
+            chunk: Vec::new(),
+        };
+        let mut frames: Vec<FrameInfo> = Vec::new();
         let mut metas = Vec::new();
-        let mut tail = None;
+        let mut damage = Vec::new();
         let mut snapshots_ok = 0u64;
-        let mut off = PREAMBLE_LEN + len;
+        let mut off = PREAMBLE_LEN as u64 + len;
         while off < n {
             let i = frames.len();
-            let rem = n - off;
-            let fail = |reason: String| TailError {
-                offset: off as u64,
-                reason,
-                frames_ok: i,
-                snapshots_ok,
-            };
-            if rem < FRAME_HEADER_LEN {
-                tail = Some(fail(format!(
-                    "frame {i} is cut inside its header: only {rem} of {FRAME_HEADER_LEN} bytes remain"
-                )));
-                break;
-            }
-            let hb: &[u8; FRAME_HEADER_LEN] =
-                bytes[off..off + FRAME_HEADER_LEN].try_into().unwrap();
-            let h = match FrameHeader::parse(hb) {
-                Ok(h) => h,
-                Err(what) => {
-                    let rest = if rem > FRAME_HEADER_LEN {
-                        format!("; the {rem} bytes from there on are not read")
-                    } else {
-                        String::new()
+            let h = match scan.check(off, i)? {
+                Check::Good(h) => h,
+                Check::Bad { reason, header } => {
+                    let next = scan.next_frame(off + 1, i)?;
+                    let end = next.map_or(n, |(at, _)| at);
+                    // Exact when the damage is one frame whose header is
+                    // intact; else estimated from the time it spans.
+                    let (snapshots_lost, lost_exact) = match (header, next) {
+                        (Some(h), _)
+                            if next.is_none()
+                                || off + FRAME_HEADER_LEN as u64 + u64::from(h.payload_len)
+                                    == end =>
+                        {
+                            (Some(u64::from(h.nr_snapshots)), true)
+                        }
+                        (_, Some((_, nh))) => {
+                            let before = frames.iter().rev().find(|f| f.nr_snapshots > 0);
+                            let est = match before {
+                                Some(b)
+                                    if nh.nr_snapshots > 0 && nh.first_start_us > b.last_end_us =>
+                                {
+                                    let window = (b.last_end_us - b.first_start_us)
+                                        / u64::from(b.nr_snapshots.max(1));
+                                    (window > 0)
+                                        .then(|| (nh.first_start_us - b.last_end_us) / window)
+                                }
+                                _ => None,
+                            };
+                            (est, false)
+                        }
+                        _ => (None, false),
                     };
-                    tail = Some(fail(format!("frame {i} {what}{rest}")));
-                    break;
+                    damage.push(Damage {
+                        offset: off,
+                        len: end - off,
+                        reason,
+                        frames_ok: i,
+                        snapshots_ok,
+                        snapshots_lost,
+                        lost_exact,
+                        resumes_at: next.map(|(at, _)| at),
+                    });
+                    match next {
+                        Some((at, h)) => {
+                            off = at;
+                            h
+                        }
+                        None => break,
+                    }
                 }
             };
-            let payload_len = h.payload_len as usize;
-            let avail = rem - FRAME_HEADER_LEN;
-            if payload_len > avail {
-                tail = Some(fail(format!(
-                    "frame {i} declares {payload_len} bytes but only {avail} remain"
-                )));
-                break;
-            }
-            let start = off + FRAME_HEADER_LEN;
-            let computed = crc32fast::hash(&bytes[start..start + payload_len]);
-            if computed != h.payload_crc {
-                let after = avail - payload_len;
-                let rest = if after > 0 {
-                    format!("; the {after} bytes after it are not read")
-                } else {
-                    String::new()
-                };
-                tail = Some(fail(format!(
-                    "frame {i} payload is damaged (crc32 {:08x} stored, {computed:08x} computed){rest}",
-                    h.payload_crc
-                )));
-                break;
-            }
+            let start = off + FRAME_HEADER_LEN as u64;
             frames.push(FrameInfo {
-                offset: off as u64,
-                len: (FRAME_HEADER_LEN + payload_len) as u64,
+                offset: off,
+                len: FRAME_HEADER_LEN as u64 + u64::from(h.payload_len),
                 nr_snapshots: h.nr_snapshots,
                 first_start_us: h.first_start_us,
                 last_end_us: h.last_end_us,
@@ -204,20 +373,16 @@ impl Reader {
             });
             metas.push((start, h));
             snapshots_ok += u64::from(h.nr_snapshots);
-            off = start + payload_len;
+            off = start + u64::from(h.payload_len);
         }
+        drop(scan);
         Ok(Reader {
-            bytes,
+            source,
             header,
             frames,
             metas,
-            tail,
+            damage,
         })
-    }
-
-    /// The record's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
     }
 
     pub fn header(&self) -> &Header {
@@ -234,10 +399,17 @@ impl Reader {
         self.frames.iter().map(|f| u64::from(f.nr_snapshots)).sum()
     }
 
+    /// Every damaged or truncated stretch of the record, in file order.
+    /// Reading goes on at the next intact frame after each; the frames in
+    /// between are lost, no others.
+    pub fn damage(&self) -> &[Damage] {
+        &self.damage
+    }
+
     /// Where and why the record stops early, if it ends with a truncated or
-    /// damaged frame (everything from that frame on is ignored).
-    pub fn tail(&self) -> Option<&TailError> {
-        self.tail.as_ref()
+    /// damaged frame that no intact frame follows.
+    pub fn tail(&self) -> Option<&Damage> {
+        self.damage.last().filter(|d| d.resumes_at.is_none())
     }
 
     /// Calls `f` on every entry of every intact frame, in recording order,
@@ -431,12 +603,12 @@ impl Reader {
             reason: format!("frame {i}: {reason}"),
         };
         let (start, h) = self.metas[i];
-        let payload = &self.bytes[start..start + h.payload_len as usize];
-        d.raw.clear();
-        d.raw.reserve(h.raw_len as usize);
-        let got = d
-            .dctx
-            .decompress_to_buffer(payload, &mut d.raw)
+        let Decoder { dctx, raw, payload } = d;
+        let payload = self.source.read(start, h.payload_len as usize, payload)?;
+        raw.clear();
+        raw.reserve(h.raw_len as usize);
+        let got = dctx
+            .decompress_to_buffer(payload, raw)
             .map_err(|e| corrupt(format!("payload does not decompress: {e}")))?;
         if got != h.raw_len as usize {
             return Err(corrupt(format!(
@@ -444,7 +616,7 @@ impl Reader {
                 h.raw_len
             )));
         }
-        let mut c = Cursor::new(&d.raw);
+        let mut c = Cursor::new(raw);
         let mut n = 0usize;
         let mut prev_snapshot: Option<usize> = None;
         let (mut nr_entries, mut nr_snapshots) = (0u32, 0u32);

@@ -223,37 +223,137 @@ fn tail_message_names_the_cut() {
     );
 }
 
+/// A flipped byte anywhere in a frame loses that frame and no other:
+/// reading resumes at the next frame, and the damage says how many
+/// snapshots were lost (exactly, when the frame's header is intact).
 #[test]
-fn flipped_bytes_drop_the_frame_and_what_follows() {
+fn flipped_bytes_lose_their_frame_only() {
     let (bytes, entries) = small_record();
     let full = Reader::from_bytes(bytes.clone()).unwrap();
     let hend = header_end(&full);
     let frames = full.frames().to_vec();
     let snaps = snapshots_of(&entries);
+    // Snapshots of each frame, in order.
+    let mut per_frame = Vec::new();
+    let mut at = 0;
+    for f in &frames {
+        per_frame.push(snaps[at..at + f.nr_snapshots as usize].to_vec());
+        at += f.nr_snapshots as usize;
+    }
     for pos in 0..bytes.len() {
-        for mask in [[0x01u8, 0x80, 0xff][pos % 3]] {
-            let mut b = bytes.clone();
-            b[pos] ^= mask;
-            let res = Reader::from_bytes(b);
-            if pos < hend {
-                assert!(res.is_err(), "flip at {pos} in the header went unnoticed");
-                continue;
-            }
-            let r = res.unwrap();
-            let k = frames
-                .iter()
-                .position(|f| (pos as u64) < f.offset + f.len)
-                .unwrap();
-            assert_eq!(r.frames().len(), k, "flip at {pos}");
-            let t = r.tail().unwrap_or_else(|| panic!("flip at {pos}: no tail"));
-            assert_eq!(t.offset, frames[k].offset);
-            let nr: usize = frames[..k].iter().map(|f| f.nr_snapshots as usize).sum();
-            assert_eq!(r.snapshots().unwrap(), snaps[..nr]);
-            if pos >= frames[k].offset as usize + 60 {
-                assert!(t.reason.contains("payload is damaged"), "{}", t.reason);
-            }
+        let mask = [0x01u8, 0x80, 0xff][pos % 3];
+        let mut b = bytes.clone();
+        b[pos] ^= mask;
+        let res = Reader::from_bytes(b);
+        if pos < hend {
+            assert!(res.is_err(), "flip at {pos} in the header went unnoticed");
+            continue;
+        }
+        let r = res.unwrap();
+        let k = frames
+            .iter()
+            .position(|f| (pos as u64) < f.offset + f.len)
+            .unwrap();
+        let mut kept = frames.clone();
+        kept.remove(k);
+        assert_eq!(r.frames(), &kept[..], "flip at {pos}");
+        let want: Vec<Snapshot> = per_frame
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != k)
+            .flat_map(|(_, v)| v.clone())
+            .collect();
+        assert_eq!(r.snapshots().unwrap(), want, "flip at {pos}");
+        let [d] = r.damage() else {
+            panic!("flip at {pos}: {:?}", r.damage())
+        };
+        assert_eq!((d.offset, d.len), (frames[k].offset, frames[k].len));
+        assert_eq!(d.frames_ok, k);
+        let last = k + 1 == frames.len();
+        assert_eq!(d.resumes_at.is_some(), !last, "flip at {pos}");
+        assert_eq!(r.tail().is_some(), last);
+        if pos >= frames[k].offset as usize + 60 {
+            assert!(d.reason.contains("payload is damaged"), "{}", d.reason);
+            assert_eq!(d.snapshots_lost, Some(u64::from(frames[k].nr_snapshots)));
+            assert!(d.lost_exact);
+        }
+        if !last {
+            let msg = d.to_string();
+            assert!(msg.contains("snapshot"), "{msg}");
+            assert!(
+                msg.ends_with(&format!(
+                    "reading resumes at byte {})",
+                    frames[k + 1].offset
+                )),
+                "{msg}"
+            );
         }
     }
+}
+
+/// Several damaged stretches, one spanning frames whose headers are gone:
+/// every intact frame is read, and the lost snapshots are estimated from the
+/// time the gap spans.
+#[test]
+fn reading_resumes_after_each_damaged_stretch() {
+    let snaps = synth_snapshots(80, 40);
+    let mut w = Writer::new(Vec::new(), &header()).unwrap();
+    w.set_frame_snapshots(8);
+    for s in &snaps {
+        w.push_snapshot(s).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let full = Reader::from_bytes(bytes.clone()).unwrap();
+    let f = full.frames().to_vec();
+    assert_eq!(f.len(), 10);
+    let mut b = bytes.clone();
+    // Frame 2's header, and frames 5 to 7 wiped out together.
+    b[f[2].offset as usize + 30] ^= 0x10;
+    for x in &mut b[f[5].offset as usize..(f[7].offset + f[7].len) as usize] {
+        *x = 0;
+    }
+    let r = Reader::from_bytes(b).unwrap();
+    assert_eq!(r.frames().len(), 6);
+    assert_eq!(r.nr_snapshots(), 48);
+    let d = r.damage();
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert_eq!(d[0].resumes_at, Some(f[3].offset));
+    assert_eq!(d[1].offset, f[5].offset);
+    assert_eq!(d[1].resumes_at, Some(f[8].offset));
+    // Three frames of 8 snapshots of 100 ms each: estimated from the gap.
+    assert_eq!(d[1].snapshots_lost, Some(24));
+    assert!(!d[1].lost_exact);
+    assert!(
+        d[1].to_string().contains("about 24 snapshots lost"),
+        "{}",
+        d[1]
+    );
+    assert!(r.tail().is_none());
+    let got = r.snapshots().unwrap();
+    let want: Vec<Snapshot> = snaps[..16]
+        .iter()
+        .chain(&snaps[24..40])
+        .chain(&snaps[64..])
+        .cloned()
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// A record opened from a file is read a frame at a time, with the same
+/// result as one read into memory, damage included.
+#[test]
+fn a_file_reads_like_its_bytes() {
+    let (mut bytes, _) = small_record();
+    let f = Reader::from_bytes(bytes.clone()).unwrap().frames()[1];
+    bytes[f.offset as usize + 70] ^= 0xff;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.udr");
+    std::fs::write(&path, &bytes).unwrap();
+    let a = Reader::open(&path).unwrap();
+    let b = Reader::from_bytes(bytes).unwrap();
+    assert_eq!(a.frames(), b.frames());
+    assert_eq!(a.damage(), b.damage());
+    assert_eq!(all_entries(&a), all_entries(&b));
 }
 
 #[test]

@@ -45,8 +45,8 @@ impl SnapshotSource for Reader {
 }
 
 /// Writes the whole record as JSON lines (see [`crate::raw`]): the header,
-/// then every entry in recording order. Stops at a damaged tail like the
-/// reader does; the caller reports [`Reader::tail`].
+/// then every entry of every intact frame in recording order; the caller
+/// reports [`Reader::damage`].
 pub fn write_raw(reader: &Reader, w: &mut dyn Write) -> Result<(), Error> {
     raw::write_header_line(w, reader.header())?;
     let mut buf = Vec::with_capacity(1 << 16);

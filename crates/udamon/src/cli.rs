@@ -481,8 +481,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Run only these parts (cost, record, heatmap, accuracy, schemes, tune;
-    /// service, the service's 24-hour soak, and tiering, the tiering
-    /// policies on two-node simulated machines, run only when named)
+    /// service, the service's 24-hour soak, tiering, the tiering policies
+    /// on two-node simulated machines, and import, an hour of damo's
+    /// records imported and drawn, run only when named)
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
 }

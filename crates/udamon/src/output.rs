@@ -77,6 +77,13 @@ impl Progress {
         self.bar.set_position(pos);
     }
 
+    /// Sets the total, when it is known only once the work has started.
+    pub fn set_len(&mut self, len: u64) {
+        if self.bar.length() != Some(len) {
+            self.bar.set_length(len);
+        }
+    }
+
     pub fn finish(self) {
         self.bar.finish_and_clear();
     }

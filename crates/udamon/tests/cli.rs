@@ -658,6 +658,39 @@ fn wrong_answers_that_looked_right_are_errors_or_warnings() {
         "{}",
         text(&out.stderr)
     );
+    // A byte flipped in the middle loses one frame, not the rest: the
+    // report covers the whole run and says what was lost.
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0xff;
+    std::fs::write(d.join("flip.udr"), &flipped).unwrap();
+    let whole = udamon(d, &["report", "wss", "l.udr", "--json"]);
+    let out = udamon(d, &["report", "wss", "flip.udr", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("warning: flip.udr: record is damaged at byte")
+            && err.contains("snapshots lost; reading resumes at byte"),
+        "{err}"
+    );
+    let series = |o: &std::process::Output| -> Vec<u64> {
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["series"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v}"))
+            .iter()
+            .map(|p| p["end_us"].as_u64().unwrap())
+            .collect()
+    };
+    let (a, b) = (series(&whole), series(&out));
+    // Same end; one frame's windows missing in between.
+    assert_eq!(a.last(), b.last());
+    assert!(
+        b.len() < a.len() && b.len() + 64 >= a.len(),
+        "{} of {}",
+        b.len(),
+        a.len()
+    );
 }
 
 /// Bad input exits 2 and names the path once, in plain words.

@@ -47,6 +47,8 @@ struct Report {
     service: Option<super::bench_service::ServiceSoak>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tiering: Vec<super::bench_tiering::TieringRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    import: Option<super::bench_import::ImportBench>,
 }
 
 #[derive(Serialize)]
@@ -135,12 +137,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
     for p in &a.only {
         if ![
             "cost", "record", "heatmap", "accuracy", "schemes", "tune", "service", "tiering",
+            "import",
         ]
         .contains(&p.as_str())
         {
             bail!(crate::UsageError(format!(
                 "--only {p}: unknown part (expected cost, record, heatmap, accuracy, schemes, \
-                 tune, service or tiering)"
+                 tune, service, tiering or import)"
             )));
         }
     }
@@ -165,6 +168,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if asked(&a, "tiering") {
         report.tiering = super::bench_tiering::table(a.quick, a.json)?;
+    }
+    if asked(&a, "import") {
+        report.import = Some(super::bench_import::bench(a.quick, a.json)?);
     }
     if a.json {
         print_json(&report)?;
@@ -359,17 +365,32 @@ fn record(a: &BenchArgs, report: &mut Report) -> Result<()> {
 /// Runs `udamon report heatmap` on `record` in a child process and returns
 /// its wall time and peak resident memory.
 fn time_heatmap(record: &Path, png: &Path) -> Result<(f64, u64)> {
+    time_udamon(&[
+        "report".as_ref(),
+        "heatmap".as_ref(),
+        record.as_os_str(),
+        "-o".as_ref(),
+        png.as_os_str(),
+    ])
+}
+
+/// Runs this udamon with `args` in a child process and returns its wall
+/// time and peak resident memory.
+pub(super) fn time_udamon(args: &[&std::ffi::OsStr]) -> Result<(f64, u64)> {
     let exe = std::env::current_exe()?;
+    let what = args
+        .iter()
+        .take(2)
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
     let started = Instant::now();
     let mut child = Command::new(exe)
-        .args(["report", "heatmap"])
-        .arg(record)
-        .arg("-o")
-        .arg(png)
+        .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .context("cannot run the heatmap report")?;
+        .with_context(|| format!("cannot run udamon {what}"))?;
     let pid = child.id() as libc::pid_t;
     // SAFETY: wait4 writes only into the status and rusage we pass.
     let mut status = 0;
@@ -382,7 +403,7 @@ fn time_heatmap(record: &Path, png: &Path) -> Result<(f64, u64)> {
             use std::io::Read;
             let _ = e.read_to_string(&mut err);
         }
-        bail!("heatmap report failed: {}", err.trim());
+        bail!("udamon {what} failed: {}", err.trim());
     }
     Ok((elapsed, ru.ru_maxrss.max(0) as u64 * 1024))
 }

@@ -30,12 +30,12 @@ pub fn run(r: ReportCommand) -> Result<()> {
     }
 }
 
-/// Opens a record; a damaged tail is reported on stderr and the readable
-/// part is used.
+/// Opens a record; every damaged stretch is reported on stderr and the
+/// readable frames are used.
 pub fn open(path: &Path) -> Result<Reader> {
     let reader = open_record(path)?;
-    if let Some(t) = reader.tail() {
-        eprintln!("udamon: warning: {}: {t}", path.display());
+    for d in reader.damage() {
+        eprintln!("udamon: warning: {}: {d}", path.display());
     }
     if write_only(&reader) {
         eprintln!(
