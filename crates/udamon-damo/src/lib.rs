@@ -19,7 +19,7 @@
 
 use std::cell::Cell;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -668,3 +668,208 @@ fn import_perf_script(
 
 #[cfg(test)]
 mod tests;
+
+/// A damo record format [`export`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// damo's `json`: a list of per-target records.
+    Json,
+    /// damo's `json_compressed`: the same through zlib (damo's default).
+    JsonCompressed,
+    /// `perf script` text of `damon:damon_aggregated` events.
+    PerfScript,
+}
+
+impl ExportFormat {
+    /// damo's name for it (`--output_type`).
+    pub fn damo_name(self) -> &'static str {
+        match self {
+            ExportFormat::Json => "json",
+            ExportFormat::JsonCompressed => "json_compressed",
+            ExportFormat::PerfScript => "perf_script",
+        }
+    }
+}
+
+/// What an export wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exported {
+    /// Snapshots of the udamon record, over all targets.
+    pub snapshots: u64,
+    pub targets: usize,
+}
+
+/// The indexes of the targets of `reader`'s record: its header's, or those
+/// its snapshots name when the header lists none.
+fn target_indexes(reader: &Reader) -> Result<Vec<u32>, udamon_record::Error> {
+    if !reader.header().targets.is_empty() {
+        return Ok((0..reader.header().targets.len() as u32).collect());
+    }
+    let mut ids = Vec::new();
+    reader.for_each_snapshot(|s| {
+        for t in &s.targets {
+            if !ids.contains(&t.target_idx) {
+                ids.push(t.target_idx);
+            }
+        }
+    })?;
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// One snapshot of one target in damo's JSON layout (what damo 3.4.3's
+/// `DamonSnapshot.from_kvpairs` reads; numbers as JSON numbers, which its
+/// parsers take as they take its strings).
+fn damo_snapshot(s: &Snapshot, regions: &[RegionSnapshot], sample_us: u64) -> Value {
+    let total: u64 = regions.iter().map(|r| r.end - r.start).sum();
+    serde_json::json!({
+        "start_time": s.start_us * 1000,
+        "end_time": s.end_us * 1000,
+        "regions": regions.iter().map(|r| serde_json::json!({
+            "start": r.start,
+            "end": r.end,
+            "nr_accesses": { "samples": r.nr_accesses, "percent": null },
+            "age": { "usec": null, "aggr_intervals": r.age },
+            "probe_hits": [],
+            "sz_filter_passed": 0,
+        })).collect::<Vec<_>>(),
+        "total_bytes": total,
+        "damos_stats": null,
+        // Only when the sampling interval was tuned away from the record's.
+        "sample_interval_us": (s.sample_us != sample_us).then_some(s.sample_us),
+    })
+}
+
+/// Writes the udamon record read by `reader` to `out` in damo's `format`,
+/// holding one snapshot at a time (the record is read once per target).
+/// `tick` is called after each snapshot written.
+pub fn export(
+    reader: &Reader,
+    out: impl io::Write,
+    format: ExportFormat,
+    tick: &mut dyn FnMut(),
+) -> Result<Exported, Error> {
+    let targets = target_indexes(reader)?;
+    let write_err = |e: io::Error| Error::Write(udamon_record::Error::Write(e));
+    let mut snapshots = 0u64;
+    match format {
+        ExportFormat::PerfScript => {
+            let mut w = BufWriter::new(out);
+            for &t in &targets {
+                let mut res = Ok(());
+                reader.for_each_entry(|e| {
+                    let Entry::Snapshot(s) = e else {
+                        return ControlFlow::Continue(());
+                    };
+                    let Some(ts) = s.targets.iter().find(|x| x.target_idx == t) else {
+                        return ControlFlow::Continue(());
+                    };
+                    let end_s = s.end_us as f64 / 1e6;
+                    for r in &ts.regions {
+                        res = writeln!(
+                            w,
+                            "kdamond.x xxxx xxxx {end_s:.6}: damon:damon_aggregated: target_id={t} nr_regions={} {}-{}: {} {}",
+                            ts.regions.len(),
+                            r.start,
+                            r.end,
+                            r.nr_accesses,
+                            r.age
+                        );
+                        if res.is_err() {
+                            return ControlFlow::Break(());
+                        }
+                    }
+                    snapshots += 1;
+                    tick();
+                    ControlFlow::Continue(())
+                })?;
+                res.map_err(write_err)?;
+            }
+            w.into_inner()
+                .map_err(|e| write_err(e.into_error()))?
+                .flush()
+                .map_err(write_err)?;
+        }
+        ExportFormat::Json => {
+            let mut w = BufWriter::with_capacity(1 << 16, out);
+            write_json(reader, &targets, &mut w, &mut snapshots, tick)?;
+            w.into_inner()
+                .map_err(|e| write_err(e.into_error()))?
+                .flush()
+                .map_err(write_err)?;
+        }
+        ExportFormat::JsonCompressed => {
+            let z = flate2::write::ZlibEncoder::new(out, flate2::Compression::default());
+            let mut w = BufWriter::with_capacity(1 << 16, z);
+            write_json(reader, &targets, &mut w, &mut snapshots, tick)?;
+            let z = w.into_inner().map_err(|e| write_err(e.into_error()))?;
+            z.finish().map_err(write_err)?.flush().map_err(write_err)?;
+        }
+    }
+    Ok(Exported {
+        snapshots,
+        targets: targets.len(),
+    })
+}
+
+/// damo's JSON of every target of `reader`'s record, streamed into `w`.
+fn write_json(
+    reader: &Reader,
+    targets: &[u32],
+    w: &mut impl io::Write,
+    snapshots: &mut u64,
+    tick: &mut dyn FnMut(),
+) -> Result<(), Error> {
+    let write_err = |e: io::Error| Error::Write(udamon_record::Error::Write(e));
+    let attrs = reader.header().attrs;
+    let intervals = serde_json::json!({
+        "sample_us": attrs.sample_us,
+        "aggr_us": attrs.aggr_us,
+        "ops_update_us": attrs.update_us,
+    });
+    w.write_all(b"[").map_err(write_err)?;
+    for (k, &t) in targets.iter().enumerate() {
+        let head = serde_json::json!({
+            "kdamond_idx": 0,
+            "context_idx": 0,
+            "intervals": intervals,
+            "scheme_idx": null,
+            "target_id": t,
+            "scheme_filters": [],
+        });
+        // The record's object without its closing brace, then the
+        // snapshots streamed into it.
+        let head = serde_json::to_string(&head).expect("JSON of JSON");
+        let open = format!(
+            "{}{},\"snapshots\":[",
+            if k == 0 { "" } else { "," },
+            &head[..head.len() - 1]
+        );
+        w.write_all(open.as_bytes()).map_err(write_err)?;
+        let mut res = Ok(());
+        let mut first = true;
+        reader.for_each_entry(|e| {
+            let Entry::Snapshot(s) = e else {
+                return ControlFlow::Continue(());
+            };
+            let Some(ts) = s.targets.iter().find(|x| x.target_idx == t) else {
+                return ControlFlow::Continue(());
+            };
+            let v = damo_snapshot(s, &ts.regions, attrs.sample_us);
+            res = (if first { Ok(()) } else { w.write_all(b",") })
+                .and_then(|()| serde_json::to_writer(&mut *w, &v).map_err(io::Error::from));
+            first = false;
+            if res.is_err() {
+                return ControlFlow::Break(());
+            }
+            *snapshots += 1;
+            tick();
+            ControlFlow::Continue(())
+        })?;
+        res.map_err(write_err)?;
+        w.write_all(b"],\"data_source\":\"unknown\"}")
+            .map_err(write_err)?;
+    }
+    w.write_all(b"]").map_err(write_err)?;
+    Ok(())
+}

@@ -51,6 +51,9 @@ pub enum Command {
     /// Convert a damo record (json, json_compressed or perf-script text)
     /// into a udamon record, for every udamon report
     Import(ImportArgs),
+    /// Convert a udamon record into a damo record (json_compressed, json or
+    /// perf-script text), for damo's reports and scripts
+    Export(ExportArgs),
     /// Remove a kdamond that a udamon run created and left behind when it
     /// died (proved by its claim; anything else is never touched)
     Cleanup(CleanupArgs),
@@ -388,6 +391,29 @@ pub struct ImportArgs {
     /// Print what was imported as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// udamon record to convert
+    pub record: PathBuf,
+    /// damo record to write (damo's own default name is damon.data)
+    #[arg(short, long, default_value = "damon.data")]
+    pub output: PathBuf,
+    /// damo's format: its default json_compressed, json, or perf-script text
+    #[arg(long, value_enum, default_value_t = ExportFormatArg::DamoJsonCompressed)]
+    pub format: ExportFormatArg,
+    /// Print what was written as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The damo formats `udamon export` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormatArg {
+    DamoJsonCompressed,
+    DamoJson,
+    PerfScript,
 }
 
 #[derive(Args, Debug)]

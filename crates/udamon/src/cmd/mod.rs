@@ -7,6 +7,7 @@ mod bench_service;
 mod bench_tiering;
 mod cleanup;
 mod demo;
+mod export;
 mod features;
 mod import;
 pub mod live;
@@ -41,6 +42,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Tune(a) => tune::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Import(a) => import::run(a),
+        Command::Export(a) => export::run(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "udamon", &mut std::io::stdout());
             Ok(())

@@ -1,0 +1,57 @@
+//! `udamon export`: a udamon record written in damo's record formats, so
+//! that damo's reports and the scripts built on them read what udamon
+//! recorded. The writing is `udamon-damo`'s, streaming.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use udamon_damo::ExportFormat;
+
+use crate::cli::{ExportArgs, ExportFormatArg};
+use crate::output::{print_json, Progress};
+
+#[derive(Serialize)]
+struct ExportSummary {
+    input: String,
+    output: String,
+    format: &'static str,
+    snapshots: u64,
+    targets: usize,
+}
+
+pub fn run(a: ExportArgs) -> Result<()> {
+    crate::output::prepare("--output", &a.output, &[&a.record], &[])?;
+    let reader = super::report::open(&a.record)?;
+    let format = match a.format {
+        ExportFormatArg::DamoJsonCompressed => ExportFormat::JsonCompressed,
+        ExportFormatArg::DamoJson => ExportFormat::Json,
+        ExportFormatArg::PerfScript => ExportFormat::PerfScript,
+    };
+    let file = std::fs::File::create(&a.output)
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    let total = reader.nr_snapshots() * reader.header().targets.len().max(1) as u64;
+    let mut bar = Progress::new(total, "exporting");
+    let mut done = 0u64;
+    let out = udamon_damo::export(&reader, file, format, &mut || {
+        done += 1;
+        if done.is_multiple_of(64) {
+            bar.set(done);
+        }
+    });
+    bar.finish();
+    let out = out.with_context(|| format!("cannot write {}", a.output.display()))?;
+    let summary = ExportSummary {
+        input: a.record.display().to_string(),
+        output: a.output.display().to_string(),
+        format: format.damo_name(),
+        snapshots: out.snapshots,
+        targets: out.targets,
+    };
+    if a.json {
+        return print_json(&summary);
+    }
+    println!(
+        "exported {} into {} (damo {}): {} snapshots of {} target(s)",
+        summary.input, summary.output, summary.format, summary.snapshots, summary.targets
+    );
+    Ok(())
+}
