@@ -29,8 +29,17 @@ ls "$tracing/instances" > term.instances 2>&1
 # 2. SIGKILL after 10 s, then cleanup.
 "$UD" record --ops kdamond --pid "$WL_PID" --duration 60s -o kill.udr > kill.out 2> kill.err &
 UDP=$!
+# The 10 s count from the kdamond's start: udamon's own set-up (slow under
+# TCG on a loaded host) is no part of what a kill may lose.
+n=0
+while [ $n -lt 100 ] && [ "$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)" != on ]; do
+    sleep 0.1
+    n=$((n + 1))
+done
+echo "on_uptime=$(up)" > kill.window
 sleep 10
 kill -9 "$UDP"
+echo "kill_uptime=$(up)" >> kill.window
 wait "$UDP"
 cat /sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds > kill.nr_kdamonds.before
 "$UD" features --json > kill.features.json 2> kill.features.err

@@ -1,4 +1,4 @@
-# budget: 420
+# budget: 560
 # tiering: where a shifting hot set lives under three placements, on the
 # same program in the same guest. `tiershift` maps 9 x 96 MiB, six objects
 # preferring node 0 (cold, read one page in 64 every 10 s) and three
@@ -13,6 +13,10 @@
 #           target "paddr", ops "kdamond" and the tiering preset
 #           (migrate_cold to node 1, migrate_hot to node 0), metrics
 #           scraped every 5 s; SIGTERM at the end
+#   engine  (only where the kernel has the idle page bitmap) the same
+#           preset on udamon's own engine: target { comm = "tiershift" },
+#           ops "idle", pages moved with move_pages; its files carry
+#           "-engine" where the udamon run's have none
 # /proc/vmstat's pgpromote/pgdemote/pgmigrate counters are kept before and
 # after each run, and the kernel log is searched for the OOM killer. Under
 # TCG both nodes are equally fast: this judges placement, not speed.
@@ -117,7 +121,13 @@ run_tiershift() {
     log "$r: $(grep -c '^tick' "wl-$r.log") ticks; last: $(grep '^tick' "wl-$r.log" | tail -n 1)"
 }
 
-for r in none numab2 udamon; do
+runs="none numab2 udamon"
+[ -e /sys/kernel/mm/page_idle/bitmap ] && runs="$runs engine"
+echo "runs=$runs" >> shape.txt
+for r in $runs; do
+    # the service runs' files: the udamon run's as they always were, the
+    # engine run's with a suffix
+    case $r in udamon) sfx= ;; engine) sfx=-engine ;; *) sfx=none ;; esac
     log "run $r"
     policy "$r" > "run-$r.txt" 2> "policy-$r.err"
     {
@@ -127,8 +137,10 @@ for r in none numab2 udamon; do
     } >> "run-$r.txt"
     vmstat_items > "vmstat-$r-before.txt"
     dmesg > "dmesg-$r-before.txt" 2>&1
-    if [ "$r" = udamon ]; then
-        cat > tier.toml <<EOF
+    SVC=
+    if [ "$sfx" != none ]; then
+        if [ "$r" = udamon ]; then
+            cat > "tier$sfx.toml" <<EOF
 listen = "127.0.0.1:$PORT"
 socket = "$SOCK"
 
@@ -138,24 +150,56 @@ target = "paddr"
 ops = "kdamond"
 schemes = [{ preset = "tiering" }]
 EOF
-        "$UD" run --check tier.toml > check.txt 2> check.err
-        echo "check_rc=$?" >> run-udamon.txt
-        "$UD" run --check --json tier.toml > check.json 2>> check.err
-        "$UD" run tier.toml > svc.out 2> svc.err &
+        else
+            # the workload starts after the service: the job follows
+            # processes of that name as they come
+            cat > "tier$sfx.toml" <<EOF
+listen = "127.0.0.1:$PORT"
+socket = "$SOCK"
+
+[[jobs]]
+name = "tiering"
+target = { comm = "tiershift" }
+ops = "idle"
+schemes = [{ preset = "tiering" }]
+EOF
+        fi
+        "$UD" run --check "tier$sfx.toml" > "check$sfx.txt" 2> "check$sfx.err"
+        echo "check_rc=$?" >> "run-$r.txt"
+        "$UD" run --check --json "tier$sfx.toml" > "check$sfx.json" 2>> "check$sfx.err"
+        "$UD" run "tier$sfx.toml" > "svc$sfx.out" 2> "svc$sfx.err" &
         SVC=$!
         BG_PIDS="$BG_PIDS $SVC"
-        echo "svc_pid=$SVC" >> run-udamon.txt
+        echo "svc_pid=$SVC" >> "run-$r.txt"
         n=0 up_ok=
         while [ $n -lt 120 ]; do
             kill -0 "$SVC" 2>/dev/null || break
-            "$UD" ctl --socket "$SOCK" status --json > status-start.json 2> status-start.err
-            grep -q '"state": "running"' status-start.json && { up_ok=1; break; }
+            "$UD" ctl --socket "$SOCK" status --json > "status-start$sfx.json" 2> "status-start$sfx.err"
+            # a process set's job is up once the service answers for it
+            # (its sessions come with the processes)
+            if [ "$r" = engine ]; then
+                grep -q '"name": "tiering"' "status-start$sfx.json" && { up_ok=1; break; }
+            else
+                grep -q '"state": "running"' "status-start$sfx.json" && { up_ok=1; break; }
+            fi
             n=$((n + 1))
             sleep 0.5
         done
-        echo "svc_up=${up_ok:-no} svc_up_uptime=$(up)" >> run-udamon.txt
+        echo "svc_up=${up_ok:-no} svc_up_uptime=$(up)" >> "run-$r.txt"
         if [ -z "$up_ok" ]; then
-            log "udamon run did not come up: $(tail -n 3 svc.err | tr '\n' ' ')"
+            log "udamon run did not come up: $(tail -n 3 "svc$sfx.err" | tr '\n' ' ')"
+        elif [ "$r" = engine ]; then
+            rm -f .stop-scrape
+            (
+                while [ ! -e .stop-scrape ]; do
+                    echo "# scrape $(up)"
+                    get_metrics
+                    i=0
+                    while [ $i -lt 10 ] && [ ! -e .stop-scrape ]; do sleep 0.5; i=$((i + 1)); done
+                done
+            ) > "metrics$sfx.txt" &
+            SCRAPER=$!
+            BG_PIDS="$BG_PIDS $SCRAPER"
         else
             # the schemes as kernel DAMON holds them
             for s in "$admin"/kdamonds/0/contexts/0/schemes/[0-9]*; do
@@ -184,16 +228,16 @@ EOF
         echo "oom_lines=$(grep -ciE 'out of memory|invoked oom-killer|oom-kill:' "dmesg-$r-after.txt")"
         echo "oom_lines_before=$(grep -ciE 'out of memory|invoked oom-killer|oom-kill:' "dmesg-$r-before.txt")"
     } >> "run-$r.txt"
-    if [ "$r" = udamon ] && [ -n "$SVC" ]; then
+    if [ -n "$SVC" ]; then
         if [ -n "$up_ok" ]; then
-            { echo "# scrape $(up) kdamond_pid=$(kread $admin/kdamonds/0/pid)"; get_metrics; } > metrics-last.txt
-            "$UD" ctl --socket "$SOCK" status --json > status-end.json 2> status-end.err
-            "$UD" ctl --socket "$SOCK" status > status-end.txt 2>&1
+            { echo "# scrape $(up) kdamond_pid=$(kread $admin/kdamonds/0/pid)"; get_metrics; } > "metrics-last$sfx.txt"
+            "$UD" ctl --socket "$SOCK" status --json > "status-end$sfx.json" 2> "status-end$sfx.err"
+            "$UD" ctl --socket "$SOCK" status > "status-end$sfx.txt" 2>&1
             touch .stop-scrape
             wait "$SCRAPER" 2>/dev/null
-            stop_watch
+            if [ "$r" = udamon ]; then stop_watch; fi
         fi
-        { echo "nr_kdamonds_before=$(kread $admin/kdamonds/nr_kdamonds)"; echo "threads_before=$(kdamond_threads)"; } > term.txt
+        { echo "nr_kdamonds_before=$(kread $admin/kdamonds/nr_kdamonds)"; echo "threads_before=$(kdamond_threads)"; } > "term$sfx.txt"
         # a watchdog: what udamon's threads and the kdamond are doing 20 s
         # after SIGTERM if udamon has not exited yet, SIGKILL after 60 s
         KD=$(kread $admin/kdamonds/0/pid)
@@ -209,9 +253,9 @@ EOF
                 echo "## kdamond $KD: state $(kread $admin/kdamonds/0/state) comm=$(cat /proc/$KD/comm 2>/dev/null) wchan=$(cat /proc/$KD/wchan 2>/dev/null)"
                 cat "/proc/$KD/stack" 2>/dev/null
                 ls -l /proc/"$SVC"/fd 2>/dev/null
-            } > term-diag.txt 2>&1
+            } > "term-diag$sfx.txt" 2>&1
             sleep 40
-            kill -9 "$SVC" 2>/dev/null && echo "killed=yes" >> term.txt
+            kill -9 "$SVC" 2>/dev/null && echo "killed=yes" >> "term$sfx.txt"
         ) &
         WD=$!
         t0=$(up)
@@ -228,12 +272,12 @@ EOF
             echo "threads=$(kdamond_threads)"
             echo "claim=$([ -e /run/udamon/kdamond.claim ] && echo yes || echo no)"
             echo "instances=$(ls $tracing/instances 2>/dev/null | grep '^udamon-' | tr '\n' ' ')"
-        } >> term.txt
-        log "SIGTERM: $(tr '\n' ' ' < term.txt)"
-        if grep -q '^killed=yes' term.txt || [ "$(kread $admin/kdamonds/nr_kdamonds)" != 0 ]; then
+        } >> "term$sfx.txt"
+        log "SIGTERM: $(tr '\n' ' ' < "term$sfx.txt")"
+        if grep -q '^killed=yes' "term$sfx.txt" || [ "$(kread $admin/kdamonds/nr_kdamonds)" != 0 ]; then
             # leave the guest clean for whatever runs next in it
-            "$UD" cleanup --json > cleanup.json 2> cleanup.err
-            echo "cleanup_rc=$? nr_kdamonds_after_cleanup=$(kread $admin/kdamonds/nr_kdamonds)" >> cleanup.txt
+            "$UD" cleanup --json > "cleanup$sfx.json" 2> "cleanup$sfx.err"
+            echo "cleanup_rc=$? nr_kdamonds_after_cleanup=$(kread $admin/kdamonds/nr_kdamonds)" >> "cleanup$sfx.txt"
         fi
     fi
     policy none > "policy-after-$r.txt" 2>> "policy-$r.err"
