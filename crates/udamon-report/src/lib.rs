@@ -61,6 +61,7 @@ pub mod hot;
 mod human;
 pub mod raw;
 mod record;
+pub mod select;
 mod source;
 pub mod wss;
 
@@ -69,5 +70,6 @@ pub use heatmap::{Heatmap, HeatmapFormat, HeatmapOptions, ImageOptions};
 pub use hot::{Hot, HotOptions};
 pub use human::{fmt_addr, fmt_bytes, fmt_us};
 pub use record::write_raw;
+pub use select::Selection;
 pub use source::SnapshotSource;
 pub use wss::{Wss, WssOptions};

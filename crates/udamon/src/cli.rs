@@ -54,6 +54,9 @@ pub enum Command {
     /// Convert a udamon record into a damo record (json_compressed, json or
     /// perf-script text), for damo's reports and scripts
     Export(ExportArgs),
+    /// Keep part of a record (a time range, an address range, one target)
+    /// as a record of its own
+    Cut(CutArgs),
     /// Remove a kdamond that a udamon run created and left behind when it
     /// died (proved by its claim; anything else is never touched)
     Cleanup(CleanupArgs),
@@ -389,6 +392,29 @@ pub struct ImportArgs {
     #[arg(short, long, default_value = "damo-import.udr")]
     pub output: PathBuf,
     /// Print what was imported as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CutArgs {
+    /// Record to cut from
+    pub record: PathBuf,
+    /// Record to write
+    #[arg(short, long, default_value = "cut.udr")]
+    pub output: PathBuf,
+    /// Keep the snapshots whose windows overlap START-END, times since the
+    /// record's start (e.g. 60s-2m)
+    #[arg(long)]
+    pub time_range: Option<String>,
+    /// Keep the regions' parts in START-END (hex addresses or sizes, e.g.
+    /// 0x7f0000000000-0x7f0040000000)
+    #[arg(long)]
+    pub address_range: Option<String>,
+    /// Keep only this target (its index)
+    #[arg(long)]
+    pub target: Option<u32>,
+    /// Print what was kept as JSON
     #[arg(long)]
     pub json: bool,
 }

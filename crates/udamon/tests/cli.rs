@@ -1046,3 +1046,101 @@ action = "stat"
     assert!(goals[0].as_u64().unwrap() > 0, "{s}");
     assert!(s[1].get("goal_values").is_none(), "{s}");
 }
+
+/// `udamon cut` keeps the windows that overlap a time range and the parts
+/// of regions in an address range, as a record every report reads; it says
+/// what it kept, and refuses a cut that keeps nothing.
+#[test]
+fn cut_keeps_a_part_of_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("small.toml"), SMALL).unwrap();
+    let out = udamon(
+        d,
+        &[
+            "record",
+            "--sim",
+            "small.toml",
+            "-o",
+            "r.udr",
+            "--duration",
+            "20s",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = udamon(
+        d,
+        &[
+            "cut",
+            "r.udr",
+            "-o",
+            "part.udr",
+            "--time-range",
+            "5s-10s",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["of_snapshots"], 200, "{v}");
+    assert_eq!(v["snapshots"], 50, "{v}");
+    let raw = udamon(d, &["report", "raw", "part.udr"]);
+    assert!(raw.status.success(), "{}", text(&raw.stderr));
+    let lines: Vec<serde_json::Value> = text(&raw.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["params"]["cut_from"]["time_range"], "5s-10s");
+    let snaps: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "snapshot").collect();
+    assert_eq!(snaps.len(), 50);
+    assert_eq!(snaps[0]["start_us"], 5_000_000);
+    assert_eq!(snaps[49]["end_us"], 10_000_000);
+    assert!(!lines.iter().any(|l| l["type"] == "summary"));
+    // An address range clips every region to it.
+    let first = &snaps[0]["targets"][0]["regions"][0];
+    let (lo, hi) = (
+        first["start"].as_u64().unwrap(),
+        first["end"].as_u64().unwrap(),
+    );
+    let mid = lo + (hi - lo) / 2 / 4096 * 4096;
+    let range = format!("{lo:#x}-{mid:#x}");
+    let out = udamon(
+        d,
+        &["cut", "r.udr", "-o", "a.udr", "--address-range", &range],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let raw = udamon(d, &["report", "raw", "a.udr"]);
+    for l in text(&raw.stdout)
+        .lines()
+        .filter(|l| l.contains("\"snapshot\""))
+    {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        for r in v["targets"][0]["regions"].as_array().unwrap() {
+            assert!(
+                r["start"].as_u64().unwrap() >= lo && r["end"].as_u64().unwrap() <= mid,
+                "{r}"
+            );
+        }
+    }
+    // What keeps nothing, or names nothing to keep, is bad input.
+    for (args, want) in [
+        (
+            &["cut", "r.udr", "-o", "n.udr", "--time-range", "1h-2h"][..],
+            "nothing of r.udr is in the selection",
+        ),
+        (&["cut", "r.udr", "-o", "n.udr"], "give what to keep"),
+        (
+            &["cut", "r.udr", "-o", "n.udr", "--target", "3"],
+            "--target 3: the record has one target",
+        ),
+    ] {
+        let out = udamon(d, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(want),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert!(!d.join("n.udr").exists());
+}

@@ -6,6 +6,7 @@ mod bench_import;
 mod bench_service;
 mod bench_tiering;
 mod cleanup;
+mod cut;
 mod demo;
 mod export;
 mod features;
@@ -43,6 +44,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Replay(a) => replay::run(a),
         Command::Import(a) => import::run(a),
         Command::Export(a) => export::run(a),
+        Command::Cut(a) => cut::run(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "udamon", &mut std::io::stdout());
             Ok(())

@@ -66,7 +66,7 @@ pub fn write_only(reader: &Reader) -> bool {
 }
 
 /// Parses "START-END" with `parse` for each side.
-fn range_arg(
+pub(super) fn range_arg(
     flag: &str,
     s: &str,
     parse: impl Fn(&str) -> Result<u64, String>,
@@ -84,7 +84,7 @@ fn range_arg(
     Ok((a, b))
 }
 
-fn addr(s: &str) -> Result<u64, String> {
+pub(super) fn addr(s: &str) -> Result<u64, String> {
     match s.trim().strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16).map_err(|_| format!("\"{s}\" is not a hex address")),
         None => parse_size(s),
@@ -92,7 +92,7 @@ fn addr(s: &str) -> Result<u64, String> {
 }
 
 /// Checks `--target N` against the record's targets.
-fn target_arg(reader: &Reader, target: Option<u32>) -> Result<Option<u32>> {
+pub(super) fn target_arg(reader: &Reader, target: Option<u32>) -> Result<Option<u32>> {
     let n = reader.header().targets.len();
     match target {
         Some(t) if n > 0 && t as usize >= n => {

@@ -1,0 +1,132 @@
+//! A part of a record: a time range, an address range, one target.
+//! `udamon cut` writes what a [`Selection`] keeps as a record of its own.
+
+use udamon_core::{RegionSnapshot, Snapshot, TargetSnapshot};
+
+/// Which part of each snapshot to keep; `None` keeps everything on that
+/// axis.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// `[start, end)` in the snapshots' own microseconds: a snapshot is kept
+    /// when its window overlaps it.
+    pub time_us: Option<(u64, u64)>,
+    /// `[start, end)` of addresses: regions are clipped to it, and those
+    /// outside it dropped.
+    pub address: Option<(u64, u64)>,
+    /// Only this target (by index) is kept.
+    pub target: Option<u32>,
+}
+
+impl Selection {
+    /// Whether a snapshot spanning `[start_us, end_us)` is in the time range.
+    pub fn in_time(&self, start_us: u64, end_us: u64) -> bool {
+        self.time_us.is_none_or(|(a, b)| end_us > a && start_us < b)
+    }
+
+    /// What is kept of `s`, into `out` (its buffers reused); false when
+    /// nothing is (out of the time range, or no region of the kept targets
+    /// in the address range).
+    pub fn apply(&self, s: &Snapshot, out: &mut Snapshot) -> bool {
+        if !self.in_time(s.start_us, s.end_us) {
+            return false;
+        }
+        out.start_us = s.start_us;
+        out.end_us = s.end_us;
+        out.sample_us = s.sample_us;
+        out.aggr_us = s.aggr_us;
+        out.targets.clear();
+        for t in &s.targets {
+            if self.target.is_some_and(|k| k != t.target_idx) {
+                continue;
+            }
+            let regions: Vec<RegionSnapshot> = match self.address {
+                None => t.regions.clone(),
+                Some((a, b)) => t
+                    .regions
+                    .iter()
+                    .filter(|r| r.end > a && r.start < b)
+                    .map(|r| RegionSnapshot {
+                        start: r.start.max(a),
+                        end: r.end.min(b),
+                        ..*r
+                    })
+                    .collect(),
+            };
+            if !regions.is_empty() {
+                out.targets.push(TargetSnapshot {
+                    target_idx: t.target_idx,
+                    regions,
+                });
+            }
+        }
+        !out.targets.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(start_us: u64, regions: &[(u32, u64, u64, u32)]) -> Snapshot {
+        let mut targets: Vec<TargetSnapshot> = Vec::new();
+        for &(t, s, e, n) in regions {
+            let r = RegionSnapshot {
+                start: s,
+                end: e,
+                nr_accesses: n,
+                age: 1,
+            };
+            match targets.iter_mut().find(|x| x.target_idx == t) {
+                Some(x) => x.regions.push(r),
+                None => targets.push(TargetSnapshot {
+                    target_idx: t,
+                    regions: vec![r],
+                }),
+            }
+        }
+        Snapshot {
+            start_us,
+            end_us: start_us + 100,
+            sample_us: 5,
+            aggr_us: 100,
+            targets,
+        }
+    }
+
+    #[test]
+    fn keeps_what_overlaps_and_clips_regions() {
+        let s = snap(
+            1000,
+            &[(0, 0, 4096, 1), (0, 4096, 16384, 2), (1, 0, 8192, 3)],
+        );
+        let mut out = snap(0, &[]);
+        let all = Selection::default();
+        assert!(all.apply(&s, &mut out));
+        assert_eq!(out, s);
+        let sel = Selection {
+            time_us: Some((1050, 2000)),
+            address: Some((2048, 8192)),
+            target: Some(0),
+        };
+        assert!(sel.apply(&s, &mut out));
+        assert_eq!(out.targets.len(), 1);
+        let r: Vec<(u64, u64, u32)> = out.targets[0]
+            .regions
+            .iter()
+            .map(|r| (r.start, r.end, r.nr_accesses))
+            .collect();
+        assert_eq!(r, [(2048, 4096, 1), (4096, 8192, 2)]);
+        // A window that ends where the range starts is out; so is a target
+        // with no region in the address range.
+        let late = Selection {
+            time_us: Some((1100, 2000)),
+            ..Selection::default()
+        };
+        assert!(!late.apply(&s, &mut out));
+        let far = Selection {
+            address: Some((1 << 30, 1 << 31)),
+            ..Selection::default()
+        };
+        assert!(!far.apply(&s, &mut out));
+    }
+}

@@ -1,0 +1,167 @@
+//! `udamon cut`: a part of a record (a time range, an address range, one
+//! target) as a record of its own, to keep or share the minute that matters
+//! without the hours around it. Only the frames that hold the time range
+//! are read.
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use udamon_core::Snapshot;
+use udamon_record::{Entry, Writer};
+use udamon_report::Selection;
+use udamon_sim::units::parse_duration_us;
+
+use super::report::{addr, range_arg, target_arg};
+use crate::cli::CutArgs;
+use crate::output::print_json;
+use crate::UsageError;
+
+#[derive(Serialize)]
+struct CutSummary {
+    input: String,
+    output: String,
+    snapshots: u64,
+    of_snapshots: u64,
+    record_bytes: u64,
+}
+
+pub fn run(a: CutArgs) -> Result<()> {
+    if a.time_range.is_none() && a.address_range.is_none() && a.target.is_none() {
+        bail!(UsageError(
+            "give what to keep: --time-range, --address-range or --target (or several)".into()
+        ));
+    }
+    crate::output::prepare("--output", &a.output, &[&a.record], &[])?;
+    let reader = super::report::open(&a.record)?;
+    let frames = reader.frames();
+    let with_snapshots = || frames.iter().filter(|f| f.nr_snapshots > 0);
+    let Some(origin) = with_snapshots().next().map(|f| f.first_start_us) else {
+        bail!(UsageError(format!(
+            "{} holds no snapshot to cut",
+            a.record.display()
+        )));
+    };
+    let span_end = with_snapshots()
+        .next_back()
+        .map_or(origin, |f| f.last_end_us);
+    let sel = Selection {
+        time_us: a
+            .time_range
+            .as_deref()
+            .map(|s| range_arg("time-range", s, parse_duration_us))
+            .transpose()?
+            .map(|(x, y)| (origin + x, origin.saturating_add(y))),
+        address: a
+            .address_range
+            .as_deref()
+            .map(|s| range_arg("address-range", s, addr))
+            .transpose()?,
+        target: target_arg(&reader, a.target)?,
+    };
+    // The frames that may hold the time range (frames of JSON entries only
+    // between them come along).
+    let (first, last) = match sel.time_us {
+        None => (0, frames.len()),
+        Some((t0, t1)) => (
+            frames
+                .iter()
+                .position(|f| f.nr_snapshots > 0 && f.last_end_us > t0)
+                .unwrap_or(frames.len()),
+            frames
+                .iter()
+                .rposition(|f| f.nr_snapshots > 0 && f.first_start_us < t1)
+                .map_or(0, |i| i + 1),
+        ),
+    };
+    let mut header = reader.header().clone();
+    let from = serde_json::json!({
+        "record": a.record.display().to_string(),
+        "time_range": a.time_range,
+        "address_range": a.address_range,
+        "target": sel.target,
+    });
+    match header.params.as_object_mut() {
+        Some(p) => {
+            p.insert("cut_from".into(), from);
+        }
+        None => header.params = serde_json::json!({ "cut_from": from }),
+    }
+    let mut w: Option<Writer<_>> = None;
+    let mut out = Snapshot {
+        start_us: 0,
+        end_us: 0,
+        sample_us: 0,
+        aggr_us: 0,
+        targets: Vec::new(),
+    };
+    let (mut kept, mut in_range) = (0u64, false);
+    let mut res: Result<()> = Ok(());
+    reader.for_each_entry_in(first..last, |e| {
+        let step = (|| -> Result<()> {
+            match e {
+                Entry::Snapshot(s) => {
+                    in_range = sel.in_time(s.start_us, s.end_us);
+                    if sel.apply(s, &mut out) {
+                        if w.is_none() {
+                            w =
+                                Some(Writer::create(&a.output, &header).with_context(|| {
+                                    format!("cannot write {}", a.output.display())
+                                })?);
+                        }
+                        w.as_mut().expect("made above").push_snapshot(&out)?;
+                        kept += 1;
+                    }
+                }
+                // What happened while the range was being recorded (scheme
+                // statistics, gaps, execs); the run's summary describes the
+                // whole run, not the part.
+                Entry::Json { kind, value } if in_range && kind != "summary" => {
+                    if let Some(w) = w.as_mut() {
+                        w.push_json(kind, value)?;
+                    }
+                }
+                Entry::Json { .. } => {}
+            }
+            Ok(())
+        })();
+        match step {
+            Ok(()) => std::ops::ControlFlow::Continue(()),
+            Err(e) => {
+                res = Err(e);
+                std::ops::ControlFlow::Break(())
+            }
+        }
+    })?;
+    res?;
+    let Some(w) = w else {
+        bail!(UsageError(format!(
+            "nothing of {} is in the selection (its snapshots span {:.1}-{:.1} s from its start{})",
+            a.record.display(),
+            0.0,
+            (span_end - origin) as f64 / 1e6,
+            match sel.address {
+                Some(_) => ", and none of its regions may lie in --address-range",
+                None => "",
+            }
+        )));
+    };
+    w.finish()?;
+    let summary = CutSummary {
+        input: a.record.display().to_string(),
+        output: a.output.display().to_string(),
+        snapshots: kept,
+        of_snapshots: reader.nr_snapshots(),
+        record_bytes: std::fs::metadata(&a.output).map_or(0, |m| m.len()),
+    };
+    if a.json {
+        return print_json(&summary);
+    }
+    println!(
+        "cut {} of {} snapshots from {} into {} ({})",
+        summary.snapshots,
+        summary.of_snapshots,
+        summary.input,
+        summary.output,
+        udamon_report::fmt_bytes(summary.record_bytes)
+    );
+    Ok(())
+}
