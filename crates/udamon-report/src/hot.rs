@@ -343,7 +343,7 @@ fn aggregate<S: SnapshotSource + ?Sized>(
         }
     }
     let mut maps: BTreeMap<u32, FreqMap> = BTreeMap::new();
-    let mut record_start = None;
+    let mut record_start = src.record_start_us()?;
     let (mut t0, mut t1, mut n) = (u64::MAX, 0u64, 0usize);
     each(src, |s| {
         let rs = *record_start.get_or_insert(s.start_us);

@@ -70,6 +70,6 @@ pub use heatmap::{Heatmap, HeatmapFormat, HeatmapOptions, ImageOptions};
 pub use hot::{Hot, HotOptions};
 pub use human::{fmt_addr, fmt_bytes, fmt_us};
 pub use record::write_raw;
-pub use select::Selection;
+pub use select::{Selected, Selection};
 pub use source::SnapshotSource;
 pub use wss::{Wss, WssOptions};

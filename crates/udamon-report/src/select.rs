@@ -1,7 +1,14 @@
 //! A part of a record: a time range, an address range, one target.
-//! `udamon cut` writes what a [`Selection`] keeps as a record of its own.
+//! `udamon cut` writes what a [`Selection`] keeps as a record of its own;
+//! every report reads a record through one ([`Selected`]), and only the
+//! frames that may hold the time range are read.
+
+use std::ops::{ControlFlow, Range};
 
 use udamon_core::{RegionSnapshot, Snapshot, TargetSnapshot};
+use udamon_record::{Entry, FrameInfo, Reader};
+
+use crate::{Error, SnapshotSource};
 
 /// Which part of each snapshot to keep; `None` keeps everything on that
 /// axis.
@@ -18,6 +25,32 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// Whether it keeps everything.
+    pub fn is_all(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The frames (indexes into `frames`) that may hold a snapshot in the
+    /// time range: from the first frame ending after its start to the last
+    /// starting before its end. Frames of JSON entries only in between come
+    /// along.
+    pub fn frames(&self, frames: &[FrameInfo]) -> Range<usize> {
+        match self.time_us {
+            None => 0..frames.len(),
+            Some((t0, t1)) => {
+                let first = frames
+                    .iter()
+                    .position(|f| f.nr_snapshots > 0 && f.last_end_us > t0)
+                    .unwrap_or(frames.len());
+                let last = frames
+                    .iter()
+                    .rposition(|f| f.nr_snapshots > 0 && f.first_start_us < t1)
+                    .map_or(0, |i| i + 1);
+                first..last.max(first)
+            }
+        }
+    }
+
     /// Whether a snapshot spanning `[start_us, end_us)` is in the time range.
     pub fn in_time(&self, start_us: u64, end_us: u64) -> bool {
         self.time_us.is_none_or(|(a, b)| end_us > a && start_us < b)
@@ -60,6 +93,90 @@ impl Selection {
             }
         }
         !out.targets.is_empty()
+    }
+}
+
+/// A record read through a [`Selection`]: a [`SnapshotSource`] of what the
+/// selection keeps, reading only the frames that may hold its time range.
+/// Report times stay relative to the whole record's start.
+pub struct Selected<'a> {
+    reader: &'a Reader,
+    sel: Selection,
+    frames: Range<usize>,
+}
+
+impl<'a> Selected<'a> {
+    pub fn new(reader: &'a Reader, sel: Selection) -> Self {
+        let frames = sel.frames(reader.frames());
+        Self {
+            reader,
+            sel,
+            frames,
+        }
+    }
+
+    pub fn selection(&self) -> &Selection {
+        &self.sel
+    }
+
+    /// Calls `f` on what the selection keeps of each entry in recording
+    /// order: snapshots cut to the selection, and the JSON entries written
+    /// while a kept snapshot's window was being recorded (scheme
+    /// statistics, gaps, execs). The caller decides what to do with a
+    /// run's `summary`, which describes the whole run.
+    pub fn for_each_entry(
+        &self,
+        mut f: impl FnMut(&Entry) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        let all = self.sel.is_all();
+        let mut out = Entry::Snapshot(empty_snapshot());
+        let mut in_range = self.sel.time_us.is_none();
+        self.reader
+            .for_each_entry_in(self.frames.clone(), |e| match e {
+                _ if all => f(e),
+                Entry::Snapshot(s) => {
+                    in_range = self.sel.in_time(s.start_us, s.end_us);
+                    let Entry::Snapshot(o) = &mut out else {
+                        unreachable!("out holds a snapshot")
+                    };
+                    if self.sel.apply(s, o) {
+                        f(&out)
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                }
+                Entry::Json { .. } if in_range => f(e),
+                Entry::Json { .. } => ControlFlow::Continue(()),
+            })?;
+        Ok(())
+    }
+}
+
+fn empty_snapshot() -> Snapshot {
+    Snapshot {
+        start_us: 0,
+        end_us: 0,
+        sample_us: 0,
+        aggr_us: 0,
+        targets: Vec::new(),
+    }
+}
+
+impl SnapshotSource for Selected<'_> {
+    fn for_each_snapshot(
+        &self,
+        f: &mut dyn FnMut(&Snapshot) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        self.for_each_entry(|e| match e {
+            Entry::Snapshot(s) => f(s),
+            Entry::Json { .. } => ControlFlow::Continue(()),
+        })
+    }
+
+    /// The whole record's start: times stay comparable with and without
+    /// a selection.
+    fn record_start_us(&self) -> Result<Option<u64>, Error> {
+        self.reader.record_start_us()
     }
 }
 

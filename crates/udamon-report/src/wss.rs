@@ -92,7 +92,9 @@ pub fn build<S: SnapshotSource + ?Sized>(src: &S, opts: &WssOptions) -> Result<W
         )));
     }
     let mut series = Vec::new();
-    let mut record_start = None;
+    // Times count from the source's start (a whole record's, when it is
+    // read through a selection).
+    let mut record_start = src.record_start_us()?;
     let mut seen = 0usize;
     each(src, |s| {
         let start = *record_start.get_or_insert(s.start_us);

@@ -264,6 +264,16 @@ pub struct RawArgs {
     /// Accepted as by every report; the output is JSON lines either way
     #[arg(long)]
     pub json: bool,
+    /// Only the snapshots whose windows overlap START-END, durations since
+    /// the record's start (e.g. 60s-2m), and the entries recorded meanwhile
+    #[arg(long, value_name = "START-END")]
+    pub time_range: Option<String>,
+    /// Only the regions' parts in START-END (hex addresses or sizes)
+    #[arg(long, value_name = "START-END")]
+    pub address_range: Option<String>,
+    /// Only this target, by index
+    #[arg(long, value_name = "N")]
+    pub target: Option<u32>,
 }
 
 #[derive(Args, Debug)]
@@ -335,6 +345,13 @@ pub struct WssArgs {
     /// Target to measure, by index [default: all targets, summed]
     #[arg(long, value_name = "N")]
     pub target: Option<u32>,
+    /// Only the snapshots whose windows overlap START-END, durations since
+    /// the record's start (e.g. 60s-2m)
+    #[arg(long, value_name = "START-END")]
+    pub time_range: Option<String>,
+    /// Only the working set in START-END (hex addresses or sizes)
+    #[arg(long, value_name = "START-END")]
+    pub address_range: Option<String>,
     /// Snapshots skipped at the start
     #[arg(long, default_value_t = 0)]
     pub skip: usize,
@@ -360,10 +377,14 @@ pub struct HotArgs {
     /// over --time-range)
     #[arg(long)]
     pub aggregate: bool,
-    /// Time range to average over with --aggregate, START-END in durations
-    /// since the record's start [default: the whole record]
-    #[arg(long, value_name = "START-END", requires = "aggregate")]
+    /// Only the snapshots whose windows overlap START-END, durations since
+    /// the record's start: the range --aggregate averages over, or the one
+    /// whose last snapshot is shown [default: the whole record]
+    #[arg(long, value_name = "START-END")]
     pub time_range: Option<String>,
+    /// Only the regions' parts in START-END (hex addresses or sizes)
+    #[arg(long, value_name = "START-END")]
+    pub address_range: Option<String>,
     /// Target to list, by index [default: all targets]
     #[arg(long, value_name = "N")]
     pub target: Option<u32>,

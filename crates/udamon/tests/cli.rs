@@ -1047,6 +1047,101 @@ action = "stat"
     assert!(s[1].get("goal_values").is_none(), "{s}");
 }
 
+/// Every snapshot report reads a part of a record as `udamon cut` would
+/// keep it: wss, hot and raw take --time-range, --address-range and
+/// --target, and what they report on the part equals what they report on
+/// the cut record (times still count from the whole record's start).
+#[test]
+fn every_report_reads_a_selection() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("small.toml"), SMALL).unwrap();
+    let out = udamon(
+        d,
+        &[
+            "record",
+            "--sim",
+            "small.toml",
+            "-o",
+            "r.udr",
+            "--duration",
+            "20s",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = udamon(d, args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // The address range: the lower half of the first region's span.
+    let raw = udamon(d, &["report", "raw", "r.udr"]);
+    let snap: serde_json::Value = text(&raw.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["type"] == "snapshot")
+        .unwrap();
+    let regions = snap["targets"][0]["regions"].as_array().unwrap();
+    let lo = regions[0]["start"].as_u64().unwrap();
+    let hi = regions.last().unwrap()["end"].as_u64().unwrap();
+    let mid = lo + (hi - lo) / 2 / 4096 * 4096;
+    let range = format!("{lo:#x}-{mid:#x}");
+    let part = [
+        "--time-range",
+        "5s-10s",
+        "--address-range",
+        &range,
+        "--target",
+        "0",
+    ];
+    let out = udamon(
+        d,
+        &[&["cut", "r.udr", "-o", "part.udr"][..], &part].concat(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let whole = json(&["report", "wss", "r.udr", "--json", "--series"]);
+    let sel = json(&[&["report", "wss", "r.udr", "--json", "--series"][..], &part].concat());
+    let cut = json(&["report", "wss", "part.udr", "--json", "--series"]);
+    let series = |v: &serde_json::Value| v["series"].as_array().unwrap().clone();
+    assert_eq!(series(&whole).len(), 200);
+    assert_eq!(series(&sel).len(), 50, "{sel}");
+    // The same sizes as the cut record's; the times count from the whole
+    // record's start here, from the part's start there.
+    let sizes = |v: &serde_json::Value| -> Vec<serde_json::Value> {
+        series(v).iter().map(|p| p["wss_bytes"].clone()).collect()
+    };
+    assert_eq!(sizes(&sel), sizes(&cut));
+    assert_eq!(series(&sel)[0]["end_us"], 5_100_000, "{sel}");
+    assert!(sel["wss_avg_bytes"].as_u64().unwrap() <= whole["wss_avg_bytes"].as_u64().unwrap());
+
+    let hot = json(&[&["report", "hot", "r.udr", "--json", "-n", "0"][..], &part].concat());
+    let rows = hot["regions"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{hot}");
+    for r in rows {
+        let (s, e) = (r["start"].as_u64().unwrap(), r["end"].as_u64().unwrap());
+        assert!(s >= lo && e <= mid, "{r}");
+    }
+    // Without --aggregate, the last snapshot of the range is the one shown.
+    assert_eq!(hot["end_us"], 10_000_000, "{hot}");
+
+    let raw = udamon(d, &[&["report", "raw", "r.udr"][..], &part].concat());
+    assert!(raw.status.success(), "{}", text(&raw.stderr));
+    let sel_snaps: Vec<serde_json::Value> = text(&raw.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "snapshot")
+        .collect();
+    let raw = udamon(d, &["report", "raw", "part.udr"]);
+    let cut_snaps: Vec<serde_json::Value> = text(&raw.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "snapshot")
+        .collect();
+    assert_eq!(sel_snaps.len(), 50);
+    assert_eq!(sel_snaps, cut_snaps);
+}
+
 /// `udamon cut` keeps the windows that overlap a time range and the parts
 /// of regions in an address range, as a record every report reads; it says
 /// what it kept, and refuses a cut that keeps nothing.

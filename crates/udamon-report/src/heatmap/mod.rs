@@ -340,13 +340,17 @@ fn plan_pass<S: SnapshotSource + ?Sized>(src: &S, opts: &HeatmapOptions) -> Resu
     };
     let mut first = true;
     let mut range = None;
+    // Times count from the source's start (a whole record's, when it is
+    // read through a selection).
+    let origin = src.record_start_us()?;
     each(src, |s| {
         if first {
             first = false;
-            p.record_start_us = s.start_us;
+            let o = origin.unwrap_or(s.start_us);
+            p.record_start_us = o;
             range = opts
                 .time_range
-                .map(|(a, b)| (s.start_us.saturating_add(a), s.start_us.saturating_add(b)));
+                .map(|(a, b)| (o.saturating_add(a), o.saturating_add(b)));
         }
         let (mut a, mut b) = (s.start_us, s.end_us.max(s.start_us));
         if let Some((r0, r1)) = range {

@@ -5,12 +5,10 @@
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use udamon_core::Snapshot;
 use udamon_record::{Entry, Writer};
-use udamon_report::Selection;
-use udamon_sim::units::parse_duration_us;
+use udamon_report::Selected;
 
-use super::report::{addr, range_arg, target_arg};
+use super::report::selection;
 use crate::cli::CutArgs;
 use crate::output::print_json;
 use crate::UsageError;
@@ -43,35 +41,12 @@ pub fn run(a: CutArgs) -> Result<()> {
     let span_end = with_snapshots()
         .next_back()
         .map_or(origin, |f| f.last_end_us);
-    let sel = Selection {
-        time_us: a
-            .time_range
-            .as_deref()
-            .map(|s| range_arg("time-range", s, parse_duration_us))
-            .transpose()?
-            .map(|(x, y)| (origin + x, origin.saturating_add(y))),
-        address: a
-            .address_range
-            .as_deref()
-            .map(|s| range_arg("address-range", s, addr))
-            .transpose()?,
-        target: target_arg(&reader, a.target)?,
-    };
-    // The frames that may hold the time range (frames of JSON entries only
-    // between them come along).
-    let (first, last) = match sel.time_us {
-        None => (0, frames.len()),
-        Some((t0, t1)) => (
-            frames
-                .iter()
-                .position(|f| f.nr_snapshots > 0 && f.last_end_us > t0)
-                .unwrap_or(frames.len()),
-            frames
-                .iter()
-                .rposition(|f| f.nr_snapshots > 0 && f.first_start_us < t1)
-                .map_or(0, |i| i + 1),
-        ),
-    };
+    let sel = selection(
+        &reader,
+        a.time_range.as_deref(),
+        a.address_range.as_deref(),
+        a.target,
+    )?;
     let mut header = reader.header().clone();
     let from = serde_json::json!({
         "record": a.record.display().to_string(),
@@ -86,35 +61,25 @@ pub fn run(a: CutArgs) -> Result<()> {
         None => header.params = serde_json::json!({ "cut_from": from }),
     }
     let mut w: Option<Writer<_>> = None;
-    let mut out = Snapshot {
-        start_us: 0,
-        end_us: 0,
-        sample_us: 0,
-        aggr_us: 0,
-        targets: Vec::new(),
-    };
-    let (mut kept, mut in_range) = (0u64, false);
+    let mut kept = 0u64;
     let mut res: Result<()> = Ok(());
-    reader.for_each_entry_in(first..last, |e| {
+    Selected::new(&reader, sel).for_each_entry(|e| {
         let step = (|| -> Result<()> {
             match e {
                 Entry::Snapshot(s) => {
-                    in_range = sel.in_time(s.start_us, s.end_us);
-                    if sel.apply(s, &mut out) {
-                        if w.is_none() {
-                            w =
-                                Some(Writer::create(&a.output, &header).with_context(|| {
-                                    format!("cannot write {}", a.output.display())
-                                })?);
-                        }
-                        w.as_mut().expect("made above").push_snapshot(&out)?;
-                        kept += 1;
+                    if w.is_none() {
+                        w = Some(
+                            Writer::create(&a.output, &header)
+                                .with_context(|| format!("cannot write {}", a.output.display()))?,
+                        );
                     }
+                    w.as_mut().expect("made above").push_snapshot(s)?;
+                    kept += 1;
                 }
                 // What happened while the range was being recorded (scheme
                 // statistics, gaps, execs); the run's summary describes the
                 // whole run, not the part.
-                Entry::Json { kind, value } if in_range && kind != "summary" => {
+                Entry::Json { kind, value } if kind != "summary" => {
                     if let Some(w) = w.as_mut() {
                         w.push_json(kind, value)?;
                     }

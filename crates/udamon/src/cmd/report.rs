@@ -7,7 +7,8 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use udamon_record::{Entry, Reader};
 use udamon_report::{
-    heatmap, hot, wss, HeatmapFormat, HeatmapOptions, HotOptions, ImageOptions, WssOptions,
+    heatmap, hot, wss, HeatmapFormat, HeatmapOptions, HotOptions, ImageOptions, Selected,
+    Selection, WssOptions,
 };
 use udamon_sim::units::{parse_duration_us, parse_size};
 use udamon_sim::{AccuracyAcc, AccuracyOptions, Model, Workload};
@@ -107,6 +108,31 @@ pub(super) fn target_arg(reader: &Reader, target: Option<u32>) -> Result<Option<
     }
 }
 
+/// The part of a record that `--time-range` (durations since the record's
+/// start), `--address-range` and `--target` select.
+pub(super) fn selection(
+    reader: &Reader,
+    time_range: Option<&str>,
+    address_range: Option<&str>,
+    target: Option<u32>,
+) -> Result<Selection> {
+    let origin = reader
+        .frames()
+        .iter()
+        .find(|f| f.nr_snapshots > 0)
+        .map_or(0, |f| f.first_start_us);
+    Ok(Selection {
+        time_us: time_range
+            .map(|s| range_arg("time-range", s, parse_duration_us))
+            .transpose()?
+            .map(|(x, y)| (origin.saturating_add(x), origin.saturating_add(y))),
+        address: address_range
+            .map(|s| range_arg("address-range", s, addr))
+            .transpose()?,
+        target: target_arg(reader, target)?,
+    })
+}
+
 fn resol_arg(s: &str) -> Result<(usize, usize)> {
     let bad = || UsageError(format!("--resol {s}: expected TIMExADDR bins, like 40x80"));
     let (t, a) = s.split_once(['x', 'X']).ok_or_else(bad)?;
@@ -158,7 +184,13 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
     if let Some(p) = &a.output {
         crate::output::prepare("--output", p, &[&a.file], &[])?;
     }
-    let hm = heatmap::build(&reader, &opts, format)?;
+    // Only the frames that may hold the time range are read; the heatmap
+    // itself cuts the range and the addresses.
+    let src = Selected::new(
+        &reader,
+        selection(&reader, a.time_range.as_deref(), None, None)?,
+    );
+    let hm = heatmap::build(&src, &opts, format)?;
     let image = ImageOptions {
         width: a.width,
         height: a.height,
@@ -206,14 +238,20 @@ pub fn title(reader: &Reader, path: &Path) -> String {
 
 fn wss_cmd(a: WssArgs) -> Result<()> {
     let reader = open(&a.file)?;
+    let sel = selection(
+        &reader,
+        a.time_range.as_deref(),
+        a.address_range.as_deref(),
+        a.target,
+    )?;
     let opts = WssOptions {
         percentiles: a.percentiles.iter().map(|&p| f64::from(p)).collect(),
         acc_thres: a.acc_thres,
         sz_thres: parse_size(&a.sz_thres).map_err(|m| UsageError(format!("--sz-thres: {m}")))?,
         skip: a.skip,
-        target: target_arg(&reader, a.target)?,
+        target: sel.target,
     };
-    let w = wss::build(&reader, &opts)?;
+    let w = wss::build(&Selected::new(&reader, sel), &opts)?;
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
         w.write_json(&mut out)?;
@@ -226,6 +264,12 @@ fn wss_cmd(a: WssArgs) -> Result<()> {
 
 fn hot_cmd(a: HotArgs) -> Result<()> {
     let reader = open(&a.file)?;
+    let sel = selection(
+        &reader,
+        a.time_range.as_deref(),
+        a.address_range.as_deref(),
+        a.target,
+    )?;
     let opts = HotOptions {
         at_us: a
             .at
@@ -233,15 +277,17 @@ fn hot_cmd(a: HotArgs) -> Result<()> {
             .map(|s| super::record::duration_arg("at", s))
             .transpose()?,
         aggregate: a.aggregate,
+        // Without --aggregate the selection's last snapshot is shown.
         time_range: a
             .time_range
             .as_deref()
+            .filter(|_| a.aggregate)
             .map(|s| range_arg("time-range", s, parse_duration_us))
             .transpose()?,
         top: a.top,
-        target: target_arg(&reader, a.target)?,
+        target: sel.target,
     };
-    let h = hot::build(&reader, &opts)?;
+    let h = hot::build(&Selected::new(&reader, sel), &opts)?;
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
         h.write_json(&mut out)?;
@@ -254,13 +300,22 @@ fn hot_cmd(a: HotArgs) -> Result<()> {
 
 fn raw_cmd(a: RawArgs) -> Result<()> {
     let reader = open(&a.file)?;
+    let sel = selection(
+        &reader,
+        a.time_range.as_deref(),
+        a.address_range.as_deref(),
+        a.target,
+    )?;
+    let whole = sel.is_all();
     let mut out = BufWriter::new(io::stdout().lock());
     udamon_report::raw::write_header_line(&mut out, reader.header())?;
     let mut buf = Vec::new();
     let mut err = None;
-    reader.for_each_entry(|e| {
+    Selected::new(&reader, sel).for_each_entry(|e| {
         let r = match e {
             Entry::Snapshot(s) => udamon_report::raw::write_snapshot_line(&mut out, s, &mut buf),
+            // A run's summary describes the whole run, not a part of it.
+            Entry::Json { kind, .. } if !whole && kind == "summary" => Ok(()),
             Entry::Json { kind, value } => {
                 udamon_report::raw::write_json_line(&mut out, kind, value)
             }
