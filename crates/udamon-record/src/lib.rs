@@ -17,9 +17,13 @@
 //! 1.2 to 1.5 bytes per region and snapshot on noisy synthetic streams, 7 to
 //! 9 times less than damo's; frames decode independently.
 //!
-//! A record cut short (a crash, a full disk) stays readable up to its last
-//! intact frame; a frame damaged in the middle loses that frame only, as
-//! reading resumes at the next frame marker whose frame checks out.
+//! A writer that closes its record appends a frame index, so a reader opens
+//! a record of any length from its last bytes and checks each frame as it
+//! reads it. A record cut short (a crash, a full disk) has no index and is
+//! scanned; it stays readable up to its last intact frame. A frame damaged
+//! in the middle loses that frame only, as reading resumes at the next
+//! frame marker whose frame checks out (or, with an index, at the next
+//! indexed frame).
 //! [`Reader::damage`] says where, why and how much was lost, and
 //! [`Reader::open`] reads a file a frame at a time, so memory does not grow
 //! with the record's length. The exact layout is in `docs/record-format.md`.
@@ -64,11 +68,13 @@
 //! })?;
 //! assert_eq!(kinds, ["summary"]);
 //! assert!(r.tail().is_none());
+//! assert!(r.uses_index());
 //! # Ok::<(), udamon_record::Error>(())
 //! ```
 
 mod codec;
 mod frame;
+mod index;
 mod reader;
 mod varint;
 mod writer;

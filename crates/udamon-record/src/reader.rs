@@ -7,6 +7,7 @@ use udamon_core::Snapshot;
 
 use crate::codec::{decode_json, decode_snapshot, TAG_JSON, TAG_SNAPSHOT};
 use crate::frame::{FrameHeader, FRAME_HEADER_LEN, FRAME_MARKER};
+use crate::index::{self, TRAILER_LEN};
 use crate::varint::Cursor;
 use crate::{escape, Damage, Entry, Error, FrameInfo, Header, MAGIC, VERSION};
 
@@ -54,16 +55,30 @@ impl Source {
     }
 }
 
-/// A record opened for reading: its header parsed and its frames located
-/// and checked (CRC32 of every frame), but not yet decompressed. A record
-/// opened from a file stays there: frames are read as they are decoded.
+/// Called with each damaged frame found while reading (see
+/// [`Reader::on_damage`]).
+type DamageHook = Box<dyn Fn(&Damage) + Send + Sync + std::panic::RefUnwindSafe>;
+
+/// A record opened for reading: its header parsed and its frames located,
+/// but not yet decompressed. A closed record is opened from its frame index
+/// (its last bytes), and each frame is checked (CRC32) when it is read; a
+/// record without an index (a run killed before it closed) is scanned and
+/// every frame checked at open. A record opened from a file stays there:
+/// frames are read as they are decoded.
 pub struct Reader {
     source: Source,
+    len: u64,
     header: Header,
     frames: Vec<FrameInfo>,
     /// Per frame: the payload's offset and the frame header.
     metas: Vec<(u64, FrameHeader)>,
+    /// Damage found at open (by the scan).
     damage: Vec<Damage>,
+    /// Whether the frames come from the index: their payloads are checked
+    /// when read, and damage found then goes to `late`.
+    indexed: bool,
+    late: std::sync::Mutex<Vec<Damage>>,
+    hook: Option<DamageHook>,
 }
 
 impl std::fmt::Debug for Reader {
@@ -71,7 +86,8 @@ impl std::fmt::Debug for Reader {
         f.debug_struct("Reader")
             .field("header", &self.header)
             .field("frames", &self.frames.len())
-            .field("damage", &self.damage)
+            .field("indexed", &self.indexed)
+            .field("damage", &self.damage())
             .finish()
     }
 }
@@ -95,6 +111,19 @@ impl Decoder {
             raw: Vec::new(),
             payload: Vec::new(),
         })
+    }
+}
+
+/// A frame's summary from its header.
+fn frame_info(offset: u64, h: &FrameHeader) -> FrameInfo {
+    FrameInfo {
+        offset,
+        len: FRAME_HEADER_LEN as u64 + u64::from(h.payload_len),
+        nr_snapshots: h.nr_snapshots,
+        first_start_us: h.first_start_us,
+        last_end_us: h.last_end_us,
+        min_addr: h.min_addr,
+        max_addr: h.max_addr,
     }
 }
 
@@ -177,6 +206,57 @@ impl Scan<'_> {
         Ok(Check::Good(h))
     }
 
+    /// The index frame's offset, if the record ends with a trailer.
+    fn trailer(&mut self, data_start: u64) -> Result<Option<u64>, Error> {
+        if self.len < data_start + (FRAME_HEADER_LEN + TRAILER_LEN) as u64 {
+            return Ok(None);
+        }
+        let t: [u8; TRAILER_LEN] = self
+            .source
+            .read(
+                self.len - TRAILER_LEN as u64,
+                TRAILER_LEN,
+                &mut self.scratch,
+            )?
+            .try_into()
+            .expect("a whole trailer");
+        Ok(index::parse_trailer(&t).filter(|&at| {
+            at >= data_start && at <= self.len - (FRAME_HEADER_LEN + TRAILER_LEN) as u64
+        }))
+    }
+
+    /// The frames the index frame at `at` lists, if it is intact and they
+    /// tile the record from `data_start` to it; `None` sends the caller to
+    /// a scan.
+    fn index(
+        &mut self,
+        at: u64,
+        data_start: u64,
+    ) -> Result<Option<Vec<(u64, FrameHeader)>>, Error> {
+        let h = match self.check(at, 0)? {
+            Check::Good(h)
+                if h.nr_snapshots == 0
+                    && h.nr_entries == 1
+                    && at + FRAME_HEADER_LEN as u64 + u64::from(h.payload_len) == self.len =>
+            {
+                h
+            }
+            _ => return Ok(None),
+        };
+        let payload = self.source.read(
+            at + FRAME_HEADER_LEN as u64,
+            h.payload_len as usize,
+            &mut self.scratch,
+        )?;
+        let Ok(raw) = zstd::bulk::decompress(payload, h.raw_len as usize) else {
+            return Ok(None);
+        };
+        if raw.len() != h.raw_len as usize {
+            return Ok(None);
+        }
+        Ok(index::decode(&raw, data_start, at))
+    }
+
     /// The first intact frame at or after `from`: the next frame marker
     /// whose header and payload check out.
     fn next_frame(&mut self, from: u64, i: usize) -> Result<Option<(u64, FrameHeader)>, Error> {
@@ -232,16 +312,25 @@ impl Reader {
             },
             len,
             &path.display().to_string(),
+            true,
         )
     }
 
     /// Like [`Reader::open`], for a record already in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Reader, Error> {
         let len = bytes.len() as u64;
-        Self::parse(Source::Bytes(bytes), len, "input")
+        Self::parse(Source::Bytes(bytes), len, "input", true)
     }
 
-    fn parse(source: Source, n: u64, name: &str) -> Result<Reader, Error> {
+    /// Like [`Reader::from_bytes`], scanning and checking every frame even
+    /// when the record has an index (tests compare the two ways).
+    #[doc(hidden)]
+    pub fn from_bytes_scanned(bytes: Vec<u8>) -> Result<Reader, Error> {
+        let len = bytes.len() as u64;
+        Self::parse(Source::Bytes(bytes), len, "input", false)
+    }
+
+    fn parse(source: Source, n: u64, name: &str, use_index: bool) -> Result<Reader, Error> {
         let mut scratch = Vec::new();
         let bytes = source
             .read(0, n.min(PREAMBLE_LEN as u64) as usize, &mut scratch)?
@@ -303,11 +392,34 @@ impl Reader {
             scratch,
             chunk: Vec::new(),
         };
+        let data_start = PREAMBLE_LEN as u64 + len;
+        let index_at = scan.trailer(data_start)?;
+        if let Some(ix) = index_at.filter(|_| use_index) {
+            if let Some(found) = scan.index(ix, data_start)? {
+                let frames = found.iter().map(|&(off, h)| frame_info(off, &h)).collect();
+                let metas = found
+                    .into_iter()
+                    .map(|(off, h)| (off + FRAME_HEADER_LEN as u64, h))
+                    .collect();
+                drop(scan);
+                return Ok(Reader {
+                    source,
+                    len: n,
+                    header,
+                    frames,
+                    metas,
+                    damage: Vec::new(),
+                    indexed: true,
+                    late: Default::default(),
+                    hook: None,
+                });
+            }
+        }
         let mut frames: Vec<FrameInfo> = Vec::new();
         let mut metas = Vec::new();
         let mut damage = Vec::new();
         let mut snapshots_ok = 0u64;
-        let mut off = PREAMBLE_LEN as u64 + len;
+        let mut off = data_start;
         while off < n {
             let i = frames.len();
             let h = match scan.check(off, i)? {
@@ -362,15 +474,12 @@ impl Reader {
                 }
             };
             let start = off + FRAME_HEADER_LEN as u64;
-            frames.push(FrameInfo {
-                offset: off,
-                len: FRAME_HEADER_LEN as u64 + u64::from(h.payload_len),
-                nr_snapshots: h.nr_snapshots,
-                first_start_us: h.first_start_us,
-                last_end_us: h.last_end_us,
-                min_addr: h.min_addr,
-                max_addr: h.max_addr,
-            });
+            // The index frame (whose trailer points at it) holds no entry
+            // for reports.
+            if index_at == Some(off) && start + u64::from(h.payload_len) == n {
+                break;
+            }
+            frames.push(frame_info(off, &h));
             metas.push((start, h));
             snapshots_ok += u64::from(h.nr_snapshots);
             off = start + u64::from(h.payload_len);
@@ -378,11 +487,58 @@ impl Reader {
         drop(scan);
         Ok(Reader {
             source,
+            len: n,
             header,
             frames,
             metas,
             damage,
+            indexed: false,
+            late: Default::default(),
+            hook: None,
         })
+    }
+
+    /// Whether the frames were located by the record's index (a record
+    /// closed by its writer) rather than by a scan.
+    pub fn uses_index(&self) -> bool {
+        self.indexed
+    }
+
+    /// Calls `hook` with each damaged frame found while reading a record
+    /// opened from its index (where frames are checked as they are read,
+    /// not at open); each is also in [`Reader::damage`] from then on.
+    pub fn on_damage(
+        &mut self,
+        hook: impl Fn(&Damage) + Send + Sync + std::panic::RefUnwindSafe + 'static,
+    ) {
+        self.hook = Some(Box::new(hook));
+    }
+
+    /// Records damage found while reading frame `i` (once per frame).
+    fn note_damage(&self, i: usize, reason: String) {
+        let f = &self.frames[i];
+        let mut late = self.late.lock().unwrap_or_else(|e| e.into_inner());
+        if late.iter().any(|d| d.offset == f.offset) {
+            return;
+        }
+        let end = f.offset + f.len;
+        let d = Damage {
+            offset: f.offset,
+            len: f.len,
+            reason,
+            frames_ok: i,
+            snapshots_ok: self.frames[..i]
+                .iter()
+                .map(|f| u64::from(f.nr_snapshots))
+                .sum(),
+            snapshots_lost: Some(u64::from(f.nr_snapshots)),
+            lost_exact: true,
+            resumes_at: (end < self.len).then_some(end),
+        };
+        if let Some(h) = &self.hook {
+            h(&d);
+        }
+        late.push(d);
     }
 
     pub fn header(&self) -> &Header {
@@ -399,17 +555,27 @@ impl Reader {
         self.frames.iter().map(|f| u64::from(f.nr_snapshots)).sum()
     }
 
-    /// Every damaged or truncated stretch of the record, in file order.
-    /// Reading goes on at the next intact frame after each; the frames in
-    /// between are lost, no others.
-    pub fn damage(&self) -> &[Damage] {
-        &self.damage
+    /// Every damaged or truncated stretch of the record found so far, in
+    /// file order: all of them for a scanned record; for one opened from its
+    /// index, those in the frames read so far. Reading goes on at the next
+    /// intact frame after each; the frames in between are lost, no others.
+    pub fn damage(&self) -> Vec<Damage> {
+        let mut all = self.damage.clone();
+        all.extend(
+            self.late
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
+        all.sort_by_key(|d| d.offset);
+        all
     }
 
     /// Where and why the record stops early, if it ends with a truncated or
     /// damaged frame that no intact frame follows.
-    pub fn tail(&self) -> Option<&Damage> {
-        self.damage.last().filter(|d| d.resumes_at.is_none())
+    pub fn tail(&self) -> Option<Damage> {
+        self.damage().pop().filter(|d| d.resumes_at.is_none())
     }
 
     /// Calls `f` on every entry of every intact frame, in recording order,
@@ -604,7 +770,38 @@ impl Reader {
         };
         let (start, h) = self.metas[i];
         let Decoder { dctx, raw, payload } = d;
-        let payload = self.source.read(start, h.payload_len as usize, payload)?;
+        let payload = if self.indexed {
+            // Located by the index, unchecked so far: the header must be
+            // the one indexed, and the payload must pass its CRC.
+            let all =
+                self.source
+                    .read(offset, FRAME_HEADER_LEN + h.payload_len as usize, payload)?;
+            let (hb, p) = all.split_at(FRAME_HEADER_LEN);
+            let hb: &[u8; FRAME_HEADER_LEN] = hb.try_into().expect("a whole frame header");
+            let problem = match FrameHeader::parse(hb) {
+                Err(what) => Some(format!("frame {i} {what}")),
+                Ok(fh) if fh != h => Some(format!(
+                    "frame {i} has a header other than the one in the record's index"
+                )),
+                Ok(_) => {
+                    let computed = crc32fast::hash(p);
+                    (computed != h.payload_crc).then(|| {
+                        format!(
+                            "frame {i} payload is damaged (crc32 {:08x} stored, {computed:08x} computed)",
+                            h.payload_crc
+                        )
+                    })
+                }
+            };
+            if let Some(reason) = problem {
+                self.note_damage(i, reason);
+                entries.clear();
+                return Ok(());
+            }
+            p
+        } else {
+            self.source.read(start, h.payload_len as usize, payload)?
+        };
         raw.clear();
         raw.reserve(h.raw_len as usize);
         let got = dctx
@@ -690,10 +887,10 @@ mod tests {
 
     /// A record whose only frame holds `raw` as its payload.
     fn record_with_payload(raw: &[u8], nr_entries: u32, nr_snapshots: u32) -> Vec<u8> {
-        let mut bytes = Writer::new(Vec::new(), &Header::new("sim", Attrs::default()))
-            .unwrap()
-            .finish()
-            .unwrap();
+        // No index: frames are appended by hand after the writer's.
+        let mut w = Writer::new(Vec::new(), &Header::new("sim", Attrs::default())).unwrap();
+        w.set_index(false);
+        let mut bytes = w.finish().unwrap();
         push_frame(&mut bytes, raw, nr_entries, nr_snapshots);
         bytes
     }

@@ -8,6 +8,7 @@ use udamon_core::Snapshot;
 
 use crate::codec::{encode_json, Encoder, TAG_JSON, TAG_SNAPSHOT};
 use crate::frame::{FrameHeader, FRAME_HEADER_LEN, MAX_RAW_LEN};
+use crate::index::{self, MAX_INDEXED_FRAMES};
 use crate::reader::PREAMBLE_LEN;
 use crate::{varint, Error, Header, MAGIC, VERSION};
 
@@ -28,7 +29,9 @@ const FRAME_RAW_SOFT_LIMIT: usize = 64 << 20;
 /// snapshots (64 by default), on [`Writer::flush_frame`], on
 /// [`Writer::finish`], and, best effort, when the writer is dropped. Each frame
 /// is flushed to the inner writer as soon as it is written, so a crash loses
-/// at most the entries buffered since the last frame.
+/// at most the entries buffered since the last frame. Closing it (finish or
+/// drop) appends the frame index, so readers open the record without
+/// reading it through.
 pub struct Writer<W: Write> {
     inner: Option<W>,
     path: Option<PathBuf>,
@@ -43,6 +46,12 @@ pub struct Writer<W: Write> {
     /// The last snapshot of the current frame, valid if `summary.nr_snapshots > 0`.
     prev: Snapshot,
     summary: FrameHeader,
+    /// Every frame written so far (offset, header), for the index written
+    /// at close; `None` when the index is off, was given up (too many
+    /// frames) or cannot be trusted (a frame failed to write).
+    index: Option<Vec<(u64, [u8; FRAME_HEADER_LEN])>>,
+    /// Bytes of magic, version and header: where the first frame goes.
+    preamble_len: u64,
 }
 
 impl Writer<BufWriter<File>> {
@@ -137,7 +146,9 @@ impl<W: Write> Writer<W> {
             inner: Some(inner),
             path,
             bytes_written: pre.len() as u64,
+            preamble_len: pre.len() as u64,
             frame_snapshots: DEFAULT_FRAME_SNAPSHOTS,
+            index: Some(Vec::new()),
             compressor,
             encoder: Encoder::default(),
             raw: Vec::new(),
@@ -163,6 +174,17 @@ impl<W: Write> Writer<W> {
     /// worse.
     pub fn set_frame_snapshots(&mut self, n: usize) {
         self.frame_snapshots = n.max(1);
+    }
+
+    /// Whether to append the frame index at close (on by default; it can be
+    /// turned on again only before the first frame). A record without one is
+    /// read by scanning its frames.
+    pub fn set_index(&mut self, enabled: bool) {
+        if !enabled {
+            self.index = None;
+        } else if self.index.is_none() && self.bytes_written == self.preamble_len {
+            self.index = Some(Vec::new());
+        }
     }
 
     /// Sets the zstd compression level (1 to 22, 0 for zstd's default) for
@@ -276,24 +298,75 @@ impl<W: Write> Writer<W> {
         // and a reader stops there.
         self.raw.clear();
         self.summary = empty_summary();
+        if res.is_err() {
+            self.index = None;
+        }
         res.map_err(|e| self.io_err(e))?;
+        if let Some(ix) = &mut self.index {
+            if ix.len() < MAX_INDEXED_FRAMES {
+                ix.push((self.bytes_written, hb));
+            } else {
+                self.index = None;
+            }
+        }
         self.bytes_written += (FRAME_HEADER_LEN + self.compressed.len()) as u64;
         Ok(())
     }
 
-    /// Writes the buffered entries and returns the inner writer.
+    /// Appends the frame index (once): a frame of one index entry whose
+    /// payload ends with the trailer pointing back at it.
+    fn write_index(&mut self) -> Result<(), Error> {
+        let Some(ix) = self.index.take() else {
+            return Ok(());
+        };
+        self.raw.clear();
+        index::encode(&ix, &mut self.raw);
+        self.compressed.clear();
+        self.compressed
+            .reserve(zstd::zstd_safe::compress_bound(self.raw.len()) + index::TRAILER_LEN);
+        self.compressor
+            .compress_to_buffer(&self.raw, &mut self.compressed)
+            .map_err(|e| self.io_err(e))?;
+        let offset = self.bytes_written;
+        self.compressed.extend_from_slice(&index::trailer(offset));
+        let h = FrameHeader {
+            payload_len: u32::try_from(self.compressed.len())
+                .map_err(|_| Error::InvalidEntry("the frame index exceeds 4 GiB".into()))?,
+            raw_len: self.raw.len() as u32,
+            payload_crc: crc32fast::hash(&self.compressed),
+            nr_entries: 1,
+            nr_snapshots: 0,
+            first_start_us: 0,
+            last_end_us: 0,
+            min_addr: 0,
+            max_addr: 0,
+        };
+        self.raw.clear();
+        let inner = self.inner.as_mut().expect("writer used after finish");
+        inner
+            .write_all(&h.to_bytes())
+            .and_then(|()| inner.write_all(&self.compressed))
+            .and_then(|()| inner.flush())
+            .map_err(|e| self.io_err(e))?;
+        self.bytes_written += (FRAME_HEADER_LEN + self.compressed.len()) as u64;
+        Ok(())
+    }
+
+    /// Writes the buffered entries and the frame index, and returns the
+    /// inner writer.
     pub fn finish(mut self) -> Result<W, Error> {
         self.flush_frame()?;
+        self.write_index()?;
         Ok(self.inner.take().expect("writer used after finish"))
     }
 }
 
 impl<W: Write> Drop for Writer<W> {
-    /// Writes the buffered entries, ignoring errors (call
-    /// [`Writer::finish`] to see them).
+    /// Writes the buffered entries and the frame index, ignoring errors
+    /// (call [`Writer::finish`] to see them).
     fn drop(&mut self) {
-        if self.inner.is_some() {
-            let _ = self.flush_frame();
+        if self.inner.is_some() && self.flush_frame().is_ok() {
+            let _ = self.write_index();
         }
     }
 }

@@ -33,10 +33,17 @@ fn synth_snapshots(n: usize, max_nr_regions: usize) -> Vec<Snapshot> {
 }
 
 /// A small but realistic record: 3 full frames of 8 snapshots, a partial
-/// one, and JSON entries in between. Returns the bytes and the entries.
+/// one, and JSON entries in between, without the frame index a closed
+/// record ends with (as a run killed before it closed leaves it), so it is
+/// scanned. Returns the bytes and the entries.
 fn small_record() -> (Vec<u8>, Vec<Entry>) {
+    small_record_with_index(false)
+}
+
+fn small_record_with_index(index: bool) -> (Vec<u8>, Vec<Entry>) {
     let snaps = synth_snapshots(28, 60);
     let mut w = Writer::new(Vec::new(), &header()).unwrap();
+    w.set_index(index);
     w.set_frame_snapshots(8);
     let mut entries = Vec::new();
     for (i, s) in snaps.iter().enumerate() {
@@ -114,6 +121,7 @@ fn round_trip_with_summaries() {
         i += f.nr_snapshots as usize;
     }
     assert_eq!(end, bytes.len() as u64);
+    assert!(!r.uses_index());
 
     // Frames decode on their own, in any subset.
     let mut got = Vec::new();
@@ -264,7 +272,7 @@ fn flipped_bytes_lose_their_frame_only() {
             .flat_map(|(_, v)| v.clone())
             .collect();
         assert_eq!(r.snapshots().unwrap(), want, "flip at {pos}");
-        let [d] = r.damage() else {
+        let [d] = &r.damage()[..] else {
             panic!("flip at {pos}: {:?}", r.damage())
         };
         assert_eq!((d.offset, d.len), (frames[k].offset, frames[k].len));
@@ -298,6 +306,7 @@ fn flipped_bytes_lose_their_frame_only() {
 fn reading_resumes_after_each_damaged_stretch() {
     let snaps = synth_snapshots(80, 40);
     let mut w = Writer::new(Vec::new(), &header()).unwrap();
+    w.set_index(false);
     w.set_frame_snapshots(8);
     for s in &snaps {
         w.push_snapshot(s).unwrap();
@@ -560,4 +569,90 @@ fn a_panicking_callback_does_not_hang_the_decoders() {
     });
     assert!(res.is_err());
     assert_eq!(r.snapshots().unwrap(), snaps);
+}
+
+/// A closed record ends with its frame index: a reader opens it from its
+/// last bytes, finds the frames a scan finds, and reads the same entries.
+#[test]
+fn a_closed_record_opens_from_its_index() {
+    let (bytes, entries) = small_record_with_index(true);
+    let (plain, _) = small_record();
+    let r = Reader::from_bytes(bytes.clone()).unwrap();
+    assert!(r.uses_index());
+    let scanned = Reader::from_bytes_scanned(bytes.clone()).unwrap();
+    assert!(!scanned.uses_index());
+    let unindexed = Reader::from_bytes(plain.clone()).unwrap();
+    assert!(!unindexed.uses_index());
+    assert_eq!(r.frames(), scanned.frames());
+    assert_eq!(r.frames(), unindexed.frames());
+    assert_eq!(all_entries(&r), entries);
+    assert_eq!(all_entries(&scanned), entries);
+    assert!(r.damage().is_empty() && scanned.damage().is_empty());
+    // The index is one frame after the others, to the end of the file.
+    let last = r.frames().last().unwrap();
+    assert_eq!(&bytes[..plain.len()], &plain[..]);
+    assert_eq!(bytes[plain.len()..plain.len() + 4], *b"UDFR");
+    assert_eq!(last.offset + last.len, plain.len() as u64);
+    // Cut anywhere inside the index, the record is scanned: every frame is
+    // there, and the cut index is the damaged tail.
+    for cut in plain.len() + 1..bytes.len() {
+        let r = Reader::from_bytes(bytes[..cut].to_vec()).unwrap();
+        assert!(!r.uses_index(), "cut at {cut}");
+        assert_eq!(r.frames(), unindexed.frames(), "cut at {cut}");
+        assert_eq!(all_entries(&r), entries, "cut at {cut}");
+        let t = r.tail().unwrap_or_else(|| panic!("cut at {cut}: no tail"));
+        assert_eq!(t.offset, plain.len() as u64);
+        assert_eq!(t.snapshots_ok, 28);
+    }
+}
+
+/// A byte flipped anywhere in a closed record: opened from its index, the
+/// damage is found when the frame is read, and after a full read the
+/// snapshots and the damage are those a scan of the same bytes finds (a
+/// flip in the index itself sends the reader to a scan).
+#[test]
+fn a_flip_in_an_indexed_record_is_found_when_read() {
+    let (bytes, _) = small_record_with_index(true);
+    let data_end = {
+        let r = Reader::from_bytes(bytes.clone()).unwrap();
+        let f = r.frames().last().unwrap();
+        (f.offset + f.len) as usize
+    };
+    let hend = Reader::from_bytes(bytes.clone()).unwrap().frames()[0].offset as usize;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    for pos in hend..bytes.len() {
+        let mut b = bytes.clone();
+        b[pos] ^= [0x01u8, 0x80, 0xff][pos % 3];
+        let mut r = Reader::from_bytes(b.clone()).unwrap();
+        let scanned = Reader::from_bytes_scanned(b).unwrap();
+        assert_eq!(r.uses_index(), pos < data_end, "flip at {pos}");
+        let sink = seen.clone();
+        seen.lock().unwrap().clear();
+        r.on_damage(move |d| sink.lock().unwrap().push(d.offset));
+        if r.uses_index() {
+            assert!(r.damage().is_empty(), "flip at {pos}: found before reading");
+        }
+        assert_eq!(
+            r.snapshots().unwrap(),
+            scanned.snapshots().unwrap(),
+            "flip at {pos}"
+        );
+        let key = |d: &udamon_record::Damage| {
+            (d.offset, d.len, d.frames_ok, d.snapshots_ok, d.resumes_at)
+        };
+        let (a, b) = (r.damage(), scanned.damage());
+        assert_eq!(
+            a.iter().map(key).collect::<Vec<_>>(),
+            b.iter().map(key).collect::<Vec<_>>(),
+            "flip at {pos}"
+        );
+        assert_eq!(a.len(), 1, "flip at {pos}");
+        if r.uses_index() {
+            // Reported once, though the frames were read twice.
+            r.snapshots().unwrap();
+            assert_eq!(*seen.lock().unwrap(), [a[0].offset], "flip at {pos}");
+            assert_eq!(a[0].reason, b[0].reason, "flip at {pos}");
+            assert!(a[0].lost_exact);
+        }
+    }
 }

@@ -137,17 +137,29 @@ fn truncated_record_still_reports_with_a_warning() {
     );
     assert!(out.status.success());
     let bytes = std::fs::read(dir.path().join("s.udr")).unwrap();
-    std::fs::write(dir.path().join("cut.udr"), &bytes[..bytes.len() - 10]).unwrap();
-    let out = udamon(dir.path(), &["report", "wss", "cut.udr", "--json"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("warning"),
-        "{}",
-        text(&out.stderr)
-    );
-    let wss: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let n = wss["series"].as_array().unwrap().len();
-    assert!(n > 0 && n < 200, "{wss}");
+    // The closed record ends with its frame index, whose offset is in the
+    // last 8 bytes (docs/record-format.md).
+    let index = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap()) as usize;
+    assert_eq!(&bytes[index..index + 4], b"UDFR");
+    // Cut inside the index: every snapshot is read, the cut is reported;
+    // cut inside the last data frame: the snapshots before it are read.
+    for (cut, all) in [(bytes.len() - 10, true), (index - 10, false)] {
+        std::fs::write(dir.path().join("cut.udr"), &bytes[..cut]).unwrap();
+        let out = udamon(dir.path(), &["report", "wss", "cut.udr", "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("warning: cut.udr: record is damaged"),
+            "{}",
+            text(&out.stderr)
+        );
+        let wss: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let n = wss["series"].as_array().unwrap().len();
+        if all {
+            assert_eq!(n, 200, "{wss}");
+        } else {
+            assert!(n > 0 && n < 200, "{wss}");
+        }
+    }
 }
 
 #[test]
@@ -883,8 +895,8 @@ fn report_options_of_docs_reports_md() {
             &["--sz-thres", "4Q"],
         ),
         (
-            &["report", "hot", "s.udr", "--time-range", "0s-1s"],
-            &["--time-range", "--aggregate"],
+            &["report", "hot", "s.udr", "--time-range", "1s-0.5s"],
+            &["--time-range 1s-0.5s", "not below the end"],
         ),
         (
             &[

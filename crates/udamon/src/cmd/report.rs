@@ -34,10 +34,13 @@ pub fn run(r: ReportCommand) -> Result<()> {
 /// Opens a record; every damaged stretch is reported on stderr and the
 /// readable frames are used.
 pub fn open(path: &Path) -> Result<Reader> {
-    let reader = open_record(path)?;
+    let mut reader = open_record(path)?;
     for d in reader.damage() {
         eprintln!("udamon: warning: {}: {d}", path.display());
     }
+    // A closed record's frames are checked as they are read.
+    let name = path.display().to_string();
+    reader.on_damage(move |d| eprintln!("udamon: warning: {name}: {d}"));
     if write_only(&reader) {
         eprintln!(
             "udamon: note: {} was recorded with soft-dirty bits: it shows writes only; reads are not seen",
