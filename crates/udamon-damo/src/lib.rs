@@ -148,30 +148,10 @@ fn header(input: &Path, format: &str, attrs: Attrs, targets: usize) -> Header {
     }
 }
 
-/// A damo number: a JSON number, or a string of digits with thousands
-/// separators (damo prints `"40,960"` even in raw mode), optionally followed
-/// by a unit word it uses for sizes (`"0 B"`).
-fn num(v: &Value, what: &str) -> Result<u64, String> {
-    match v {
-        Value::Number(n) => n
-            .as_u64()
-            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
-            .ok_or_else(|| format!("{what}: {n} is not a non-negative number")),
-        Value::String(s) => {
-            let digits = s.split_whitespace().next().unwrap_or("").replace(',', "");
-            digits
-                .parse::<f64>()
-                .ok()
-                .filter(|f| *f >= 0.0)
-                .map(|f| f as u64)
-                .ok_or_else(|| format!("{what}: {s:?} is not a number in damo's raw format (record with damo's raw numbers)"))
-        }
-        _ => Err(format!("{what}: {v} is not a number")),
-    }
-}
-
-/// A number as damo writes it (see [`num`]); negative numbers stay
-/// negative (damo's fake region has `nr_accesses` -1).
+/// A number as damo writes it: a JSON number, or a string of digits with
+/// thousands separators (damo prints `"40,960"` even in raw mode),
+/// optionally followed by a unit word it uses for sizes (`"0 B"`); negative
+/// numbers stay negative (damo's fake region has `nr_accesses` -1).
 #[derive(Clone, Copy, Debug)]
 struct Num(f64);
 
@@ -227,6 +207,14 @@ struct DamoAccesses {
     samples: Num,
 }
 
+/// A damo record's `intervals`.
+#[derive(serde::Deserialize)]
+struct DamoIntervals {
+    sample_us: Num,
+    aggr_us: Num,
+    ops_update_us: Num,
+}
+
 #[derive(serde::Deserialize)]
 struct DamoAge {
     #[serde(default)]
@@ -254,15 +242,22 @@ struct JsonImport<'a> {
 }
 
 impl JsonImport<'_> {
-    fn intervals(&mut self, iv: &Value) -> Result<(), String> {
+    fn intervals(&mut self, iv: Option<DamoIntervals>) -> Result<(), String> {
         // The first record's intervals stand for the whole record, as
         // damo's reports take them.
-        if self.record > 0 || !iv.is_object() {
+        let Some(iv) = iv.filter(|_| self.record == 0) else {
             return Ok(());
-        }
-        self.attrs.sample_us = num(&iv["sample_us"], "intervals.sample_us")?;
-        self.attrs.aggr_us = num(&iv["aggr_us"], "intervals.aggr_us")?;
-        self.attrs.update_us = num(&iv["ops_update_us"], "intervals.ops_update_us")?;
+        };
+        let us = |n: Num, what: &str| {
+            if n.0 >= 0.0 {
+                Ok(n.0 as u64)
+            } else {
+                Err(format!("intervals.{what}: {} is not a non-negative number", n.0))
+            }
+        };
+        self.attrs.sample_us = us(iv.sample_us, "sample_us")?;
+        self.attrs.aggr_us = us(iv.aggr_us, "aggr_us")?;
+        self.attrs.update_us = us(iv.ops_update_us, "ops_update_us")?;
         Ok(())
     }
 
@@ -395,8 +390,8 @@ impl<'de> Visitor<'de> for Record<'_, '_> {
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "intervals" => {
-                    let v: Value = map.next_value()?;
-                    self.0.intervals(&v).map_err(de::Error::custom)?;
+                    let v: Option<DamoIntervals> = map.next_value()?;
+                    self.0.intervals(v).map_err(de::Error::custom)?;
                 }
                 "snapshots" => {
                     map.next_value_seed(Snapshots(&mut *self.0))?;
