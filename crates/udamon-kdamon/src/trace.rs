@@ -186,8 +186,13 @@ pub struct TraceSession {
     /// Closed before the instance is removed: tracefs refuses to remove an
     /// instance with an open file (EBUSY).
     pipe: Option<File>,
-    partial: String,
+    /// What was read and not yet handed out: the start of a line.
+    partial: Vec<u8>,
+    buf: Vec<u8>,
 }
+
+/// Bytes read from the trace pipe at a time.
+const READ_CHUNK: usize = 64 * 1024;
 
 impl TraceSession {
     /// Creates `instances/udamon-PID` under tracefs and enables the event.
@@ -215,6 +220,10 @@ impl TraceSession {
                 ));
             }
             fs::write(&enable, "1")?;
+            // Wake a reader waiting in poll(2) on any event, not once the
+            // instance's buffer is half full (the default); kernels before
+            // 5.0 have no such file and wake on any event anyway.
+            let _ = fs::write(instance.join("buffer_percent"), "0");
             let pipe = OpenOptions::new()
                 .read(true)
                 .custom_flags(libc_o_nonblock())
@@ -225,7 +234,8 @@ impl TraceSession {
             Ok(pipe) => Ok(Self {
                 instance,
                 pipe: Some(pipe),
-                partial: String::new(),
+                partial: Vec::new(),
+                buf: vec![0; READ_CHUNK],
             }),
             Err(e) => {
                 let _ = fs::remove_dir(&instance);
@@ -234,29 +244,64 @@ impl TraceSession {
         }
     }
 
-    /// The complete lines available now (none when the pipe is empty).
-    pub fn read_lines(&mut self) -> io::Result<Vec<String>> {
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut out = Vec::new();
+    /// Calls `f` with each complete line available now (without its line
+    /// end), in order; returns at once when the pipe is empty. Lines are
+    /// handed out from the read buffer, not copied one by one.
+    pub fn for_each_line(&mut self, mut f: impl FnMut(&str)) -> io::Result<()> {
         let Some(pipe) = self.pipe.as_mut() else {
-            return Ok(out);
+            return Ok(());
         };
         loop {
-            match pipe.read(&mut buf) {
+            match pipe.read(&mut self.buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    self.partial.push_str(&String::from_utf8_lossy(&buf[..n]));
-                    while let Some(i) = self.partial.find('\n') {
-                        let line: String = self.partial.drain(..=i).collect();
-                        out.push(line.trim_end().to_string());
+                    self.partial.extend_from_slice(&self.buf[..n]);
+                    let mut done = 0;
+                    for nl in memchr::memchr_iter(b'\n', &self.partial) {
+                        let line = &self.partial[done..nl];
+                        f(String::from_utf8_lossy(line).trim_end());
+                        done = nl + 1;
                     }
+                    self.partial.drain(..done);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
         }
+        Ok(())
+    }
+
+    /// The complete lines available now (none when the pipe is empty).
+    pub fn read_lines(&mut self) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        self.for_each_line(|l| out.push(l.to_string()))?;
         Ok(out)
+    }
+
+    /// Waits until the pipe has something to read or `timeout` passed
+    /// (poll(2); a signal ends the wait early too).
+    pub fn wait(&self, timeout: std::time::Duration) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let Some(pipe) = self.pipe.as_ref() else {
+            std::thread::sleep(timeout);
+            return Ok(());
+        };
+        let mut pfd = libc::pollfd {
+            fd: pipe.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd, for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     pub fn instance(&self) -> &Path {
@@ -352,6 +397,55 @@ mod tests {
         assert_eq!(snaps.len(), 1);
         let r = &snaps[0].targets[0].regions;
         assert_eq!((r[0].start, r[1].end, r.len()), (0, 20, 2));
+    }
+
+    /// Lines come out whole and in order, however the reads cut them, and
+    /// a line not yet ended waits for the rest.
+    #[test]
+    fn lines_are_whole_across_reads() {
+        let root = tempfile::tempdir().unwrap();
+        let tracing = root.path().join("sys/kernel/tracing");
+        let inst = tracing.join(format!("instances/udamon-{}", std::process::id()));
+        fs::create_dir_all(tracing.join("instances")).unwrap();
+        // A fake instance with the files tracefs would give it; its
+        // trace_pipe is a plain file, read in chunks like the real one.
+        let staging = root.path().join("staging");
+        fs::create_dir_all(staging.join("events/damon/damon_aggregated")).unwrap();
+        fs::write(staging.join("events/damon/damon_aggregated/enable"), "0").unwrap();
+        let mut text = String::new();
+        let mut want = Vec::new();
+        for i in 0..3000u64 {
+            let l = format!(
+                "kdamond.0-77 [000] ..... {i}.000001: damon_aggregated: target_id=0 nr_regions=3000 {}-{}: 1 2",
+                i << 12,
+                (i + 1) << 12
+            );
+            text.push_str(&l);
+            text.push('\n');
+            want.push(l);
+        }
+        // A last line not yet complete is kept for later.
+        text.push_str("kdamond.0-77 [000] ..... 9.0: damon_aggre");
+        assert!(text.len() > 2 * READ_CHUNK, "lines must cross read chunks");
+        fs::write(staging.join("trace_pipe"), &text).unwrap();
+        // open() creates the instance itself (as tracefs wants), so the
+        // session is made here the way open() makes it.
+        fs::rename(&staging, &inst).unwrap();
+        let mut t = TraceSession {
+            instance: inst.clone(),
+            pipe: Some(File::open(inst.join("trace_pipe")).unwrap()),
+            partial: Vec::new(),
+            buf: vec![0; READ_CHUNK],
+        };
+        t.wait(std::time::Duration::from_millis(1)).unwrap();
+        let mut got = Vec::new();
+        t.for_each_line(|l| got.push(l.to_string())).unwrap();
+        assert_eq!(got, want);
+        assert_eq!(t.partial, b"kdamond.0-77 [000] ..... 9.0: damon_aggre");
+        assert_eq!(
+            parse_aggregated(&got[2999]).unwrap().region.start,
+            2999 << 12
+        );
     }
 
     #[test]

@@ -431,6 +431,9 @@ struct Kernel {
     targets: Vec<KTarget>,
     /// The kdamond's thread, once it runs.
     pid: Option<u32>,
+    /// Snapshots assembled from trace lines read after the one a call
+    /// returned, for the next calls.
+    ready: std::collections::VecDeque<Snapshot>,
 }
 
 /// A command udamon started: its pid, and whether it exited (and was
@@ -818,6 +821,7 @@ impl Session {
                     trace: trace.map(|t| (t, asm)),
                     targets: vec![target],
                     pid: kpid,
+                    ready: Default::default(),
                 }))
             }
             _ => {
@@ -1131,8 +1135,9 @@ impl Session {
     }
 
     /// One event: a snapshot, an exec, or the end and why. `stop` is
-    /// asked between samples (our engine) or every 10 ms (kernel DAMON),
-    /// so a stop request or a vanished target is seen promptly.
+    /// asked between samples (our engine) or at least every 100 ms (kernel
+    /// DAMON, whose trace is waited for with poll(2)), so a stop request or
+    /// a vanished target is seen promptly.
     pub fn next(&mut self, stop: &dyn Fn() -> bool) -> Result<Event> {
         let (started, deadline_us) = (self.started, self.deadline_us);
         let child = self.child.as_ref();
@@ -1277,18 +1282,29 @@ impl Kernel {
         let be = |e: std::io::Error| SessionError::failed("reading the damon_aggregated trace", e);
         let mut last_state_check = Instant::now();
         loop {
-            for line in session.read_lines().map_err(be)? {
-                if let Some(ev) = parse_aggregated(&line) {
-                    if let Some(s) = asm.push(ev) {
-                        return Ok(Event::Snapshot(s));
+            // Lines after the one completing a snapshot wait in the
+            // assembler's queue for the next call.
+            if let Some(s) = self.ready.pop_front() {
+                return Ok(Event::Snapshot(s));
+            }
+            let ready = &mut self.ready;
+            session
+                .for_each_line(|line| {
+                    if let Some(ev) = parse_aggregated(line) {
+                        if let Some(s) = asm.push(ev) {
+                            ready.push_back(s);
+                        }
                     }
-                }
+                })
+                .map_err(be)?;
+            if let Some(s) = self.ready.pop_front() {
+                return Ok(Event::Snapshot(s));
             }
             if let Some(why) = end_now(stop, child, started, deadline_us) {
                 return Ok(Event::End(why));
             }
             // The kernel turns the kdamond off once its target is gone.
-            if last_state_check.elapsed() > Duration::from_millis(200) {
+            if last_state_check.elapsed() > Duration::from_millis(500) {
                 last_state_check = Instant::now();
                 let state = self
                     .driver
@@ -1298,7 +1314,13 @@ impl Kernel {
                     return Ok(Event::End("target exited"));
                 }
             }
-            std::thread::sleep(Duration::from_millis(10));
+            // Sleep until kdamond writes (it does once per aggregation), at
+            // most 100 ms so a stop request or the deadline is seen soon.
+            let mut wait = Duration::from_millis(100);
+            if let Some(d) = deadline_us {
+                wait = wait.min(Duration::from_micros(d).saturating_sub(started.elapsed()));
+            }
+            session.wait(wait).map_err(be)?;
         }
     }
 }
