@@ -252,7 +252,10 @@ impl JsonImport<'_> {
             if n.0 >= 0.0 {
                 Ok(n.0 as u64)
             } else {
-                Err(format!("intervals.{what}: {} is not a non-negative number", n.0))
+                Err(format!(
+                    "intervals.{what}: {} is not a non-negative number",
+                    n.0
+                ))
             }
         };
         self.attrs.sample_us = us(iv.sample_us, "sample_us")?;
