@@ -250,6 +250,26 @@ get_metrics() {
         tr -d '\r' | sed '1,/^$/d'
 }
 
+# scrape_every SECONDS FILE [EXTRA]: in the background until .stop-scrape
+# exists, every SECONDS a "# scrape UPTIME" line (followed by what the
+# command EXTRA prints, when given) and then the metrics, into FILE. Sets
+# SCRAPER and adds it to BG_PIDS; stop it with `touch .stop-scrape; wait
+# "$SCRAPER"`.
+scrape_every() {
+    local every=$1 file=$2 extra=${3:-}
+    rm -f .stop-scrape
+    (
+        while [ ! -e .stop-scrape ]; do
+            if [ -n "$extra" ]; then echo "# scrape $(up) $($extra)"; else echo "# scrape $(up)"; fi
+            get_metrics
+            i=0
+            while [ $i -lt $((every * 2)) ] && [ ! -e .stop-scrape ]; do sleep 0.5; i=$((i + 1)); done
+        done
+    ) > "$file" &
+    SCRAPER=$!
+    BG_PIDS="$BG_PIDS $SCRAPER"
+}
+
 # kread FILE: a DAMON sysfs file; its reads fail (EBUSY) while udamon holds
 # DAMON's sysfs lock for a command of its own, so they are retried
 kread() {

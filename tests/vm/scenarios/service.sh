@@ -108,19 +108,10 @@ echo "$T_UP" > up-time.txt
 log "both jobs running"
 
 # every 10 s: the metrics, kdamond 0's pid and its scheme's age/min
-rm -f .stop-scrape
-(
-    while [ ! -e .stop-scrape ]; do
-        echo "# scrape $(up) kdamond_pid=$(kread $admin/0/pid) age_min=$(kread $agemin)"
-        get_metrics
-        i=0
-        while [ $i -lt 20 ] && [ ! -e .stop-scrape ]; do sleep 0.5; i=$((i + 1)); done
-    done
-) > metrics.txt &
-SCRAPER=$!
-BG_PIDS="$BG_PIDS $SCRAPER"
+scrape_extra() { echo "kdamond_pid=$(kread $admin/0/pid) age_min=$(kread $agemin)"; }
+scrape_every 10 metrics.txt scrape_extra
 
-scrape() { echo "# scrape $(up) kdamond_pid=$(kread $admin/0/pid) age_min=$(kread $agemin)" > "$1"; get_metrics >> "$1"; }
+scrape() { echo "# scrape $(up) $(scrape_extra)" > "$1"; get_metrics >> "$1"; }
 scrape metrics-first.txt
 { wget -q -T 5 -O - "$URL" > wget-try.out 2>&1; echo "busybox wget exit $?: $(head -c 200 wget-try.out)"; } > wget-try.txt 2>&1
 sleep_until() { while awk -v a="$(up)" -v b="$1" 'BEGIN {exit !(a < b)}'; do sleep 1; done; }

@@ -49,6 +49,7 @@ need_flag run --check
 echo "tiering_schemes_rc=$?" > tiering-schemes.rc
 
 admin=/sys/kernel/mm/damon/admin
+kdamond_of_scrape() { echo "kdamond_pid=$(kread $admin/kdamonds/0/pid)"; }
 tracing=/sys/kernel/tracing
 [ -d $tracing/instances ] || tracing=/sys/kernel/debug/tracing
 PORT=9788
@@ -189,34 +190,14 @@ EOF
         if [ -z "$up_ok" ]; then
             log "udamon run did not come up: $(tail -n 3 "svc$sfx.err" | tr '\n' ' ')"
         elif [ "$r" = engine ]; then
-            rm -f .stop-scrape
-            (
-                while [ ! -e .stop-scrape ]; do
-                    echo "# scrape $(up)"
-                    get_metrics
-                    i=0
-                    while [ $i -lt 10 ] && [ ! -e .stop-scrape ]; do sleep 0.5; i=$((i + 1)); done
-                done
-            ) > "metrics$sfx.txt" &
-            SCRAPER=$!
-            BG_PIDS="$BG_PIDS $SCRAPER"
+            scrape_every 5 "metrics$sfx.txt"
         else
             # the schemes as kernel DAMON holds them
             for s in "$admin"/kdamonds/0/contexts/0/schemes/[0-9]*; do
                 echo "${s##*/} action=$(kread "$s/action") target_nid=$(kread "$s/target_nid" 2>/dev/null)" \
                     "filters=$(ls "$s/filters" "$s/core_filters" "$s/ops_filters" 2>/dev/null | tr '\n' ' ')"
             done > damon-schemes.txt
-            rm -f .stop-scrape
-            (
-                while [ ! -e .stop-scrape ]; do
-                    echo "# scrape $(up) kdamond_pid=$(kread $admin/kdamonds/0/pid)"
-                    get_metrics
-                    i=0
-                    while [ $i -lt 10 ] && [ ! -e .stop-scrape ]; do sleep 0.5; i=$((i + 1)); done
-                done
-            ) > metrics.txt &
-            SCRAPER=$!
-            BG_PIDS="$BG_PIDS $SCRAPER"
+            scrape_every 5 metrics.txt kdamond_of_scrape
             watch_kdamonds kdamond.txt
         fi
     fi
@@ -230,7 +211,7 @@ EOF
     } >> "run-$r.txt"
     if [ -n "$SVC" ]; then
         if [ -n "$up_ok" ]; then
-            { echo "# scrape $(up) kdamond_pid=$(kread $admin/kdamonds/0/pid)"; get_metrics; } > "metrics-last$sfx.txt"
+            { echo "# scrape $(up) $(kdamond_of_scrape)"; get_metrics; } > "metrics-last$sfx.txt"
             "$UD" ctl --socket "$SOCK" status --json > "status-end$sfx.json" 2> "status-end$sfx.err"
             "$UD" ctl --socket "$SOCK" status > "status-end$sfx.txt" 2>&1
             touch .stop-scrape
@@ -239,7 +220,10 @@ EOF
         fi
         { echo "nr_kdamonds_before=$(kread $admin/kdamonds/nr_kdamonds)"; echo "threads_before=$(kdamond_threads)"; } > "term$sfx.txt"
         # a watchdog: what udamon's threads and the kdamond are doing 20 s
-        # after SIGTERM if udamon has not exited yet, SIGKILL after 60 s
+        # after SIGTERM if udamon has not exited yet, SIGKILL after 120 s.
+        # Stopping waits for the kdamond's apply pass in progress (the final
+        # statistics and turning it off both do), and under TCG a pass that
+        # migrates up to the 200 MiB quota once took over 70 s.
         KD=$(kread $admin/kdamonds/0/pid)
         (
             sleep 20
@@ -254,7 +238,7 @@ EOF
                 cat "/proc/$KD/stack" 2>/dev/null
                 ls -l /proc/"$SVC"/fd 2>/dev/null
             } > "term-diag$sfx.txt" 2>&1
-            sleep 40
+            sleep 100
             kill -9 "$SVC" 2>/dev/null && echo "killed=yes" >> "term$sfx.txt"
         ) &
         WD=$!
