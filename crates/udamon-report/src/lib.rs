@@ -3,7 +3,7 @@
 //! Role: the read side of udamon. Snapshots come in through a
 //! [`SnapshotSource`] (a record read by `udamon_record::Reader`, or a plain
 //! slice of [`udamon_core::Snapshot`]s); report models come out, and
-//! renderers write them as terminal text, JSON, PNG or SVG. Collaborators:
+//! renderers write them as terminal text, JSON, PNG, SVG or HTML. Collaborators:
 //! `udamon-core` defines the snapshots, `udamon-record` reads and writes
 //! them on disk, and the `udamon` binary maps its flags onto the option
 //! structs here ([`HeatmapOptions`], [`WssOptions`], [`HotOptions`],
@@ -16,7 +16,9 @@
 //! - [`wss`]: working set size per snapshot, its average and percentiles;
 //! - [`hot`]: hottest regions of a snapshot, or hottest address ranges
 //!   averaged over time;
-//! - [`raw`] and [`write_raw`]: the record as JSON lines.
+//! - [`raw`] and [`write_raw`]: the record as JSON lines;
+//! - [`html`]: one self-contained page of the heatmap (zoomable), the
+//!   working set, the hot table and the schemes' statistics.
 //!
 //! Every report streams: the heatmap makes two passes over the source, the
 //! others one, and none holds all the snapshots.
@@ -58,6 +60,7 @@ pub mod color;
 mod error;
 pub mod heatmap;
 pub mod hot;
+pub mod html;
 mod human;
 pub mod raw;
 mod record;
@@ -68,6 +71,7 @@ pub mod wss;
 pub use error::Error;
 pub use heatmap::{Heatmap, HeatmapFormat, HeatmapOptions, ImageOptions};
 pub use hot::{Hot, HotOptions};
+pub use html::{HtmlOptions, HtmlReport};
 pub use human::{fmt_addr, fmt_bytes, fmt_us};
 pub use record::write_raw;
 pub use select::{Selected, Selection};

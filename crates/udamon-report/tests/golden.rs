@@ -183,3 +183,89 @@ fn svg_stays_small() {
     eprintln!("svg: {} bytes", svg.len());
     assert!(svg.len() < 4 << 20, "{} bytes", svg.len());
 }
+
+#[test]
+fn html_page() {
+    use udamon_report::html::{self, HtmlOptions};
+    let r = record();
+    let small = HtmlOptions {
+        time_bins: Some(10),
+        addr_bins: Some(12),
+        ..Default::default()
+    };
+    let page = html::build(&r, &small).unwrap();
+    // The page holds the reports' own models.
+    let hm_opts = HeatmapOptions {
+        time_bins: Some(10),
+        addr_bins: Some(12),
+        ..Default::default()
+    };
+    let hm = heatmap::build(&r, &hm_opts, HeatmapFormat::Json).unwrap();
+    assert_eq!(page.heatmap, hm);
+    assert_eq!(page.wss, wss::build(&r, &WssOptions::default()).unwrap());
+    let hot_opts = HotOptions {
+        aggregate: true,
+        ..Default::default()
+    };
+    assert_eq!(page.hot, hot::build(&r, &hot_opts).unwrap());
+    assert!(page.schemes.is_none());
+    insta::assert_snapshot!(
+        "html_data",
+        serde_json::to_string_pretty(&html::page_data(&page)).unwrap()
+    );
+    let out = text(|w| html::write_html(w, &page, "golden </script>", "golden.udr").unwrap());
+    assert!(out.contains("<h1>golden &lt;/script&gt;</h1>"));
+    assert_eq!(
+        out.matches("</script>").count(),
+        2,
+        "the data ends only its element"
+    );
+
+    // A part: times still count from the record's start, and only the
+    // range's addresses make the working set.
+    let part = HtmlOptions {
+        time_range: Some((1_000_000, 3_000_000)),
+        address_range: Some((golden::MMAP, golden::MMAP + 8 * golden::MIB)),
+        ..small
+    };
+    let page = html::build(&r, &part).unwrap();
+    assert_eq!(
+        (page.heatmap.start_us, page.heatmap.end_us),
+        (1_000_000, 3_000_000)
+    );
+    let want: Vec<(u64, u64)> = golden::snapshots()[10..30]
+        .iter()
+        .map(|s| {
+            let wss = s
+                .targets
+                .iter()
+                .flat_map(|t| &t.regions)
+                .filter(|x| x.nr_accesses > 0)
+                .map(|x| {
+                    x.end
+                        .min(golden::MMAP + 8 * golden::MIB)
+                        .saturating_sub(x.start.max(golden::MMAP))
+                })
+                .sum();
+            (s.end_us, wss)
+        })
+        .collect();
+    let got: Vec<(u64, u64)> = page
+        .wss
+        .series
+        .iter()
+        .map(|p| (p.end_us, p.wss_bytes))
+        .collect();
+    assert_eq!(got, want);
+    let udamon_report::Hot::Aggregate(a) = &page.hot else {
+        panic!("{:?}", page.hot)
+    };
+    assert_eq!(
+        (a.start_us, a.end_us, a.nr_snapshots),
+        (1_000_000, 3_000_000, 20)
+    );
+    assert!(a
+        .ranges
+        .iter()
+        .all(|x| x.start >= golden::MMAP && x.end <= golden::MMAP + 8 * golden::MIB));
+}

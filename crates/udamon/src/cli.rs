@@ -234,6 +234,9 @@ pub enum SchemesCommand {
 pub enum ReportCommand {
     /// Access frequency over time and address space
     Heatmap(HeatmapArgs),
+    /// One self-contained HTML page: zoomable heatmap, working set, hot
+    /// ranges, schemes
+    Html(HtmlArgs),
     /// Working set size: distribution and time series
     Wss(WssArgs),
     /// The hottest regions, with their size and age
@@ -319,6 +322,35 @@ pub struct HeatmapArgs {
     /// set), always or never
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+}
+
+#[derive(Args, Debug)]
+pub struct HtmlArgs {
+    /// Record file
+    pub file: PathBuf,
+    /// The page to write (.html)
+    #[arg(short, long, value_name = "FILE.html")]
+    pub output: PathBuf,
+    /// Print a JSON summary (output, html_bytes, snapshots, bins) instead
+    /// of the "wrote" line
+    #[arg(long)]
+    pub json: bool,
+    /// Target of the heatmap, and the only one the working set and hot
+    /// table count [default: the heatmap draws the first target of the
+    /// first snapshot in the time range; the others cover all targets]
+    #[arg(long, value_name = "N")]
+    pub target: Option<u32>,
+    /// Address range to show, START-END (hex or sizes) [default: the
+    /// heatmap's active range; all addresses for the working set and hot
+    /// table]
+    #[arg(long, value_name = "START-END")]
+    pub address_range: Option<String>,
+    /// Time range to show, START-END in durations since the record's start
+    #[arg(long, value_name = "START-END")]
+    pub time_range: Option<String>,
+    /// Page title [default: the workload and how it was monitored]
+    #[arg(long)]
+    pub title: Option<String>,
 }
 
 /// A value parser for an image dimension in `range` pixels.

@@ -197,6 +197,29 @@ pub fn build<S: SnapshotSource + ?Sized>(
     opts: &HeatmapOptions,
     format: HeatmapFormat,
 ) -> Result<Heatmap, Error> {
+    build_inner(src, opts, format, false).map(|(hm, _)| hm)
+}
+
+/// [`build`], and beside the heatmap the mean age of each cell: the time-
+/// and byte-weighted average over the regions that covered it of `age x`
+/// the snapshot's window length (`end_us - start_us`, as the hot report
+/// counts it), in microseconds, row-major like [`Heatmap::cells`]; NaN
+/// where no region covered the cell. Same passes, one more difference
+/// array.
+pub fn build_with_ages<S: SnapshotSource + ?Sized>(
+    src: &S,
+    opts: &HeatmapOptions,
+    format: HeatmapFormat,
+) -> Result<(Heatmap, Vec<f64>), Error> {
+    build_inner(src, opts, format, true).map(|(hm, ages)| (hm, ages.unwrap_or_default()))
+}
+
+fn build_inner<S: SnapshotSource + ?Sized>(
+    src: &S,
+    opts: &HeatmapOptions,
+    format: HeatmapFormat,
+    ages: bool,
+) -> Result<(Heatmap, Option<Vec<f64>>), Error> {
     let (time_bins, addr_bins) = opts.bins_for(format);
     if time_bins == 0 || addr_bins == 0 {
         return Err(Error::InvalidOption(
@@ -264,7 +287,7 @@ pub fn build<S: SnapshotSource + ?Sized>(
     });
 
     let segments = shown_segments(&axis, w0, w1);
-    let mut acc = Accumulator::new(time_bins, addr_bins, (t0, t1), (w0, w1));
+    let mut acc = Accumulator::new(time_bins, addr_bins, (t0, t1), (w0, w1), ages);
     let rs = plan.record_start_us;
     let range = opts
         .time_range
@@ -280,6 +303,7 @@ pub fn build<S: SnapshotSource + ?Sized>(
         };
         let max = s.max_nr_accesses().max(1);
         let inv_max = 1.0 / f64::from(max);
+        let window_us = s.end_us.saturating_sub(s.start_us) as f64;
         acc.bins.clear();
         let mut gi = 0;
         for r in &t.regions {
@@ -293,27 +317,36 @@ pub fn build<S: SnapshotSource + ?Sized>(
             let cs = g.off + (r.start - g.start);
             let (a, b) = (cs.max(w0), (cs + r.sz()).min(w1));
             if a < b {
-                acc.push_region(a, b, f64::from(r.nr_accesses.min(max)) * inv_max);
+                acc.push_region(
+                    a,
+                    b,
+                    f64::from(r.nr_accesses.min(max)) * inv_max,
+                    f64::from(r.age) * window_us,
+                );
             }
         }
         acc.add_snapshot(s.start_us, s.end_us);
     })?;
 
-    Ok(Heatmap {
-        target_idx: target,
-        record_start_us: rs,
-        start_us: t0 - rs,
-        end_us: t1 - rs,
-        time_bins,
-        addr_bins,
-        segments,
-        axis_bytes: w1 - w0,
-        monitored_bytes: plan.union.total(),
-        window,
-        access_share,
-        nr_snapshots: plan.nr_snapshots,
-        cells: acc.finish(),
-    })
+    let (cells, ages) = acc.finish();
+    Ok((
+        Heatmap {
+            target_idx: target,
+            record_start_us: rs,
+            start_us: t0 - rs,
+            end_us: t1 - rs,
+            time_bins,
+            addr_bins,
+            segments,
+            axis_bytes: w1 - w0,
+            monitored_bytes: plan.union.total(),
+            window,
+            access_share,
+            nr_snapshots: plan.nr_snapshots,
+            cells,
+        },
+        ages,
+    ))
 }
 
 /// What the first pass learns.
@@ -438,12 +471,22 @@ struct Accumulator {
     w0: u64,
     inv_bw: f64,
     diff: Vec<[f64; 2]>,
-    /// The current snapshot's regions as `(first, end, freq)` in bin units.
-    bins: Vec<(f64, f64, f64)>,
+    /// Age-weighted coverage, laid out like `diff`; empty when ages are
+    /// not asked for.
+    age_diff: Vec<[f64; 1]>,
+    /// The current snapshot's regions as `(first, end, freq, age_us)` in
+    /// bin units.
+    bins: Vec<(f64, f64, f64, f64)>,
 }
 
 impl Accumulator {
-    fn new(time_bins: usize, addr_bins: usize, (t0, t1): (u64, u64), (w0, w1): (u64, u64)) -> Self {
+    fn new(
+        time_bins: usize,
+        addr_bins: usize,
+        (t0, t1): (u64, u64),
+        (w0, w1): (u64, u64),
+        ages: bool,
+    ) -> Self {
         Self {
             time_bins,
             addr_bins,
@@ -452,6 +495,11 @@ impl Accumulator {
             w0,
             inv_bw: addr_bins as f64 / (w1 - w0) as f64,
             diff: vec![[0.0; 2]; time_bins * (addr_bins + 1)],
+            age_diff: if ages {
+                vec![[0.0; 1]; time_bins * (addr_bins + 1)]
+            } else {
+                Vec::new()
+            },
             bins: Vec::new(),
         }
     }
@@ -459,11 +507,11 @@ impl Accumulator {
     /// Adds a region of the current snapshot, `[a, b)` on the axis inside
     /// the window.
     #[inline]
-    fn push_region(&mut self, a: u64, b: u64, freq: f64) {
+    fn push_region(&mut self, a: u64, b: u64, freq: f64, age_us: f64) {
         let n = self.addr_bins as f64;
         let fe = ((b - self.w0) as f64 * self.inv_bw).min(n);
         let fs = ((a - self.w0) as f64 * self.inv_bw).min(fe);
-        self.bins.push((fs, fe, freq));
+        self.bins.push((fs, fe, freq, age_us));
     }
 
     /// Adds the pushed regions of a snapshot spanning `[start_us, end_us)`.
@@ -482,18 +530,30 @@ impl Accumulator {
                 continue;
             }
             let row = &mut self.diff[tb * stride..(tb + 1) * stride];
-            for &(fs, fe, f) in &self.bins {
-                add_interval(row, fs, fe, w * f, w);
+            for &(fs, fe, f, _) in &self.bins {
+                add_interval(row, fs, fe, [w * f, w]);
+            }
+            if !self.age_diff.is_empty() {
+                let row = &mut self.age_diff[tb * stride..(tb + 1) * stride];
+                for &(fs, fe, _, age) in &self.bins {
+                    add_interval(row, fs, fe, [w * age]);
+                }
             }
         }
     }
 
-    fn finish(self) -> Vec<f64> {
+    /// The cells, and the mean ages when asked for.
+    fn finish(self) -> (Vec<f64>, Option<Vec<f64>>) {
         let stride = self.addr_bins + 1;
+        let with_ages = !self.age_diff.is_empty();
         let mut cells = Vec::with_capacity(self.time_bins * self.addr_bins);
+        let mut ages = Vec::with_capacity(if with_ages { cells.capacity() } else { 0 });
         for t in 0..self.time_bins {
-            let (mut n, mut c) = (0.0, 0.0);
-            for d in &self.diff[t * stride..t * stride + self.addr_bins] {
+            let (mut n, mut c, mut g) = (0.0, 0.0, 0.0);
+            for (i, d) in self.diff[t * stride..t * stride + self.addr_bins]
+                .iter()
+                .enumerate()
+            {
                 n += d[0];
                 c += d[1];
                 cells.push(if c <= MIN_COVERAGE {
@@ -503,17 +563,25 @@ impl Accumulator {
                 } else {
                     (n / c).min(1.0)
                 });
+                if with_ages {
+                    g += self.age_diff[t * stride + i][0];
+                    ages.push(if c <= MIN_COVERAGE {
+                        f64::NAN
+                    } else {
+                        (g / c).max(0.0)
+                    });
+                }
             }
         }
-        cells
+        (cells, with_ages.then_some(ages))
     }
 }
 
-/// Adds `[fs, fe)` (in bin units, `0 <= fs <= fe <= n`) with weights `vn`
-/// and `vc` per unit of length into the difference array `d` (of `[num,
-/// cov]` pairs, length `n + 1`).
+/// Adds `[fs, fe)` (in bin units, `0 <= fs <= fe <= n`) with weights `v`
+/// per unit of length (`[num, cov]` for the cells, `[age]` for the ages)
+/// into the difference array `d` (length `n + 1`).
 #[inline]
-fn add_interval(d: &mut [[f64; 2]], fs: f64, fe: f64, vn: f64, vc: f64) {
+fn add_interval<const K: usize>(d: &mut [[f64; K]], fs: f64, fe: f64, v: [f64; K]) {
     let n = d.len() - 1;
     if fe <= fs {
         return;
@@ -521,10 +589,10 @@ fn add_interval(d: &mut [[f64; 2]], fs: f64, fe: f64, vn: f64, vc: f64) {
     let a = (fs as usize).min(n - 1);
     let b = fe as usize;
     let mut point = |i: usize, len: f64| {
-        d[i][0] += vn * len;
-        d[i][1] += vc * len;
-        d[i + 1][0] -= vn * len;
-        d[i + 1][1] -= vc * len;
+        for k in 0..K {
+            d[i][k] += v[k] * len;
+            d[i + 1][k] -= v[k] * len;
+        }
     };
     if a >= b {
         point(a, fe - fs);
@@ -535,10 +603,10 @@ fn add_interval(d: &mut [[f64; 2]], fs: f64, fe: f64, vn: f64, vc: f64) {
         point(b, fe - b as f64);
     }
     if a + 1 < b {
-        d[a + 1][0] += vn;
-        d[a + 1][1] += vc;
-        d[b][0] -= vn;
-        d[b][1] -= vc;
+        for k in 0..K {
+            d[a + 1][k] += v[k];
+            d[b][k] -= v[k];
+        }
     }
 }
 

@@ -23,6 +23,7 @@ const OTHER_TOOLS: &[&str] = &[
     "--test",        // cargo test
     "--output_type", // damo record
     "--format",      // damo args damon
+    "--time_range",  // damo report heatmap
     "--tool",        // valgrind
     "--scenario",    // tests/vm/run
 ];
@@ -33,6 +34,7 @@ const FLAG_TABLES: &[(&str, &str, &[&str])] = &[
     ("docs/reports.md", "heatmap", &["report", "heatmap"]),
     ("docs/reports.md", "wss", &["report", "wss"]),
     ("docs/reports.md", "hot", &["report", "hot"]),
+    ("docs/reports.md", "html", &["report", "html"]),
     (
         "docs/sim-spec.md",
         "Monitors over the simulator",

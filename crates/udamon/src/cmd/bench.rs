@@ -110,6 +110,9 @@ struct RecordRow {
     record_bytes_per_hour: f64,
     heatmap_elapsed_s: f64,
     heatmap_peak_rss_bytes: u64,
+    html_elapsed_s: f64,
+    html_peak_rss_bytes: u64,
+    html_bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -301,7 +304,7 @@ fn record(a: &BenchArgs, report: &mut Report) -> Result<()> {
     let duration: u64 = if a.quick { 360_000_000 } else { 3_600_000_000 };
     if !a.json {
         println!(
-            "record size and heatmap speed ({} s of the cost-1g workload)",
+            "record size, heatmap and HTML report speed ({} s of the cost-1g workload)",
             duration / 1_000_000
         );
     }
@@ -329,6 +332,15 @@ fn record(a: &BenchArgs, report: &mut Report) -> Result<()> {
         )?;
         let per_hour = s.record_bytes as f64 * 3600.0 / s.simulated_s;
         let (heat_s, peak) = time_heatmap(&path, &dir.join("hour.png"))?;
+        let html = dir.join("hour.html");
+        let (html_s, html_peak) = time_udamon(&[
+            "report".as_ref(),
+            "html".as_ref(),
+            path.as_os_str(),
+            "-o".as_ref(),
+            html.as_os_str(),
+        ])?;
+        let html_bytes = std::fs::metadata(&html).map_or(0, |m| m.len());
         let row = RecordRow {
             attrs: label.into(),
             simulated_s: s.simulated_s,
@@ -338,6 +350,9 @@ fn record(a: &BenchArgs, report: &mut Report) -> Result<()> {
             record_bytes_per_hour: per_hour,
             heatmap_elapsed_s: heat_s,
             heatmap_peak_rss_bytes: peak,
+            html_elapsed_s: html_s,
+            html_peak_rss_bytes: html_peak,
+            html_bytes,
         };
         if !a.json {
             println!(
@@ -351,6 +366,12 @@ fn record(a: &BenchArgs, report: &mut Report) -> Result<()> {
                 "    heatmap PNG of it: {:.2}s, peak RSS {}",
                 row.heatmap_elapsed_s,
                 udamon_report::fmt_bytes(row.heatmap_peak_rss_bytes)
+            );
+            println!(
+                "    HTML report of it: {:.2}s, peak RSS {}, {} page",
+                row.html_elapsed_s,
+                udamon_report::fmt_bytes(row.html_peak_rss_bytes),
+                udamon_report::fmt_bytes(row.html_bytes)
             );
         }
         report.record.push(row);

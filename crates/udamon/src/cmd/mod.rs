@@ -15,6 +15,7 @@ pub mod live;
 mod record;
 pub mod replay;
 mod report;
+mod report_html;
 mod service;
 mod topology;
 pub mod tune;

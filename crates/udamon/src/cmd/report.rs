@@ -22,6 +22,7 @@ use crate::UsageError;
 pub fn run(r: ReportCommand) -> Result<()> {
     match r {
         ReportCommand::Heatmap(a) => heatmap_cmd(a),
+        ReportCommand::Html(a) => super::report_html::run(a),
         ReportCommand::Wss(a) => wss_cmd(a),
         ReportCommand::Hot(a) => hot_cmd(a),
         ReportCommand::Raw(a) => raw_cmd(a),

@@ -1,0 +1,66 @@
+//! `udamon report html`: one self-contained page of a record's reports.
+
+use std::io::{BufWriter, Write};
+
+use anyhow::{bail, Context, Result};
+use udamon_report::html::{self, HtmlOptions};
+use udamon_sim::units::parse_duration_us;
+
+use super::report::{addr, open, range_arg, target_arg, title};
+use crate::cli::HtmlArgs;
+use crate::UsageError;
+
+pub fn run(a: HtmlArgs) -> Result<()> {
+    if a.output.extension().and_then(|e| e.to_str()) != Some("html") {
+        bail!(UsageError(format!(
+            "--output {}: the page's name must end in .html",
+            a.output.display()
+        )));
+    }
+    let reader = open(&a.file)?;
+    let opts = HtmlOptions {
+        target: target_arg(&reader, a.target)?,
+        time_range: a
+            .time_range
+            .as_deref()
+            .map(|s| range_arg("time-range", s, parse_duration_us))
+            .transpose()?,
+        address_range: a
+            .address_range
+            .as_deref()
+            .map(|s| range_arg("address-range", s, addr))
+            .transpose()?,
+        ..HtmlOptions::default()
+    };
+    crate::output::prepare("--output", &a.output, &[&a.file], &[])?;
+    let report = html::build(&reader, &opts)?;
+    let page_title = a.title.unwrap_or_else(|| title(&reader, &a.file));
+    let source = a.file.file_name().map_or_else(
+        || a.file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let cannot = || format!("cannot write {}", a.output.display());
+    let mut f = BufWriter::new(std::fs::File::create(&a.output).with_context(cannot)?);
+    html::write_html(&mut f, &report, &page_title, &source).with_context(cannot)?;
+    f.flush().with_context(cannot)?;
+    let bytes = std::fs::metadata(&a.output).map_or(0, |m| m.len());
+    let hm = &report.heatmap;
+    if a.json {
+        // One line, as every report's JSON.
+        let summary = serde_json::json!({
+            "output": a.output.display().to_string(),
+            "html_bytes": bytes,
+            "snapshots": hm.nr_snapshots,
+            "time_bins": hm.time_bins,
+            "addr_bins": hm.addr_bins,
+        });
+        println!("{summary}");
+        return Ok(());
+    }
+    println!(
+        "wrote {} ({})",
+        a.output.display(),
+        udamon_report::fmt_bytes(bytes)
+    );
+    Ok(())
+}
