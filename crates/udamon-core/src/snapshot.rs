@@ -30,8 +30,9 @@ pub struct TargetSnapshot {
 }
 
 /// All targets' regions at one aggregation boundary (after merge, before reset
-/// and split), with the intervals in force during the window.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// and split), with the intervals in force during the window. The default
+/// is an empty snapshot at time 0, a buffer to decode or cut into.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Start of the aggregation window, in microseconds since monitoring began.
     pub start_us: u64,

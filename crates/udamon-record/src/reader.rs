@@ -127,16 +127,6 @@ fn frame_info(offset: u64, h: &FrameHeader) -> FrameInfo {
     }
 }
 
-fn empty_snapshot() -> Snapshot {
-    Snapshot {
-        start_us: 0,
-        end_us: 0,
-        sample_us: 0,
-        aggr_us: 0,
-        targets: Vec::new(),
-    }
-}
-
 /// Frames decoded ahead of the callback per decoding thread.
 const AHEAD_PER_THREAD: usize = 2;
 
@@ -831,7 +821,7 @@ impl Reader {
             match tag {
                 TAG_SNAPSHOT => {
                     if n == entries.len() {
-                        entries.push(Entry::Snapshot(empty_snapshot()));
+                        entries.push(Entry::Snapshot(Snapshot::default()));
                     }
                     let (before, rest) = entries.split_at_mut(n);
                     let prev = prev_snapshot.and_then(|j| match &before[j] {
@@ -839,7 +829,7 @@ impl Reader {
                         Entry::Json { .. } => None,
                     });
                     if !matches!(rest[0], Entry::Snapshot(_)) {
-                        rest[0] = Entry::Snapshot(empty_snapshot());
+                        rest[0] = Entry::Snapshot(Snapshot::default());
                     }
                     let Entry::Snapshot(out) = &mut rest[0] else {
                         unreachable!()

@@ -66,16 +66,6 @@ impl Writer<BufWriter<File>> {
     }
 }
 
-fn empty_snapshot() -> Snapshot {
-    Snapshot {
-        start_us: 0,
-        end_us: 0,
-        sample_us: 0,
-        aggr_us: 0,
-        targets: Vec::new(),
-    }
-}
-
 fn empty_summary() -> FrameHeader {
     FrameHeader {
         payload_len: 0,
@@ -154,7 +144,7 @@ impl<W: Write> Writer<W> {
             raw: Vec::new(),
             body: Vec::new(),
             compressed: Vec::new(),
-            prev: empty_snapshot(),
+            prev: Snapshot::default(),
             summary: empty_summary(),
         })
     }

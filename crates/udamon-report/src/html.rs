@@ -439,13 +439,7 @@ impl<S: SnapshotSource> SnapshotSource for Cut<S> {
             address: self.address,
             ..Selection::default()
         };
-        let mut cut = Snapshot {
-            start_us: 0,
-            end_us: 0,
-            sample_us: 0,
-            aggr_us: 0,
-            targets: Vec::new(),
-        };
+        let mut cut = Snapshot::default();
         self.inner.for_each_snapshot(&mut |s| {
             if self
                 .time_us

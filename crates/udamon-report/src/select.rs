@@ -129,7 +129,7 @@ impl<'a> Selected<'a> {
         mut f: impl FnMut(&Entry) -> ControlFlow<()>,
     ) -> Result<(), Error> {
         let all = self.sel.is_all();
-        let mut out = Entry::Snapshot(empty_snapshot());
+        let mut out = Entry::Snapshot(Snapshot::default());
         let mut in_range = self.sel.time_us.is_none();
         self.reader
             .for_each_entry_in(self.frames.clone(), |e| match e {
@@ -149,16 +149,6 @@ impl<'a> Selected<'a> {
                 Entry::Json { .. } => ControlFlow::Continue(()),
             })?;
         Ok(())
-    }
-}
-
-fn empty_snapshot() -> Snapshot {
-    Snapshot {
-        start_us: 0,
-        end_us: 0,
-        sample_us: 0,
-        aggr_us: 0,
-        targets: Vec::new(),
     }
 }
 
