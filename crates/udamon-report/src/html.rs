@@ -437,14 +437,12 @@ impl<S: SnapshotSource> SnapshotSource for Cut<S> {
     ) -> Result<(), Error> {
         let sel = Selection {
             address: self.address,
-            ..Selection::default()
+            time_us: self.time_us,
+            target: None,
         };
         let mut cut = Snapshot::default();
         self.inner.for_each_snapshot(&mut |s| {
-            if self
-                .time_us
-                .is_some_and(|(a, b)| s.end_us <= a || s.start_us >= b)
-            {
+            if !sel.in_time(s.start_us, s.end_us) {
                 return ControlFlow::Continue(());
             }
             if self.address.is_none() {

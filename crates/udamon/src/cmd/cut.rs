@@ -8,7 +8,7 @@ use serde::Serialize;
 use udamon_record::{Entry, Writer};
 use udamon_report::Selected;
 
-use super::report::selection;
+use super::report::{address_range_arg, selection, time_range_arg};
 use crate::cli::CutArgs;
 use crate::output::print_json;
 use crate::UsageError;
@@ -43,8 +43,8 @@ pub fn run(a: CutArgs) -> Result<()> {
         .map_or(origin, |f| f.last_end_us);
     let sel = selection(
         &reader,
-        a.time_range.as_deref(),
-        a.address_range.as_deref(),
+        time_range_arg(a.time_range.as_deref())?,
+        address_range_arg(a.address_range.as_deref())?,
         a.target,
     )?;
     let mut header = reader.header().clone();

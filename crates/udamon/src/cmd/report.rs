@@ -71,7 +71,7 @@ pub fn write_only(reader: &Reader) -> bool {
 }
 
 /// Parses "START-END" with `parse` for each side.
-pub(super) fn range_arg(
+fn range_arg(
     flag: &str,
     s: &str,
     parse: impl Fn(&str) -> Result<u64, String>,
@@ -89,7 +89,7 @@ pub(super) fn range_arg(
     Ok((a, b))
 }
 
-pub(super) fn addr(s: &str) -> Result<u64, String> {
+fn addr(s: &str) -> Result<u64, String> {
     match s.trim().strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16).map_err(|_| format!("\"{s}\" is not a hex address")),
         None => parse_size(s),
@@ -112,12 +112,24 @@ pub(super) fn target_arg(reader: &Reader, target: Option<u32>) -> Result<Option<
     }
 }
 
-/// The part of a record that `--time-range` (durations since the record's
-/// start), `--address-range` and `--target` select.
+/// `--time-range START-END`: durations since the record's start, in
+/// microseconds.
+pub(super) fn time_range_arg(s: Option<&str>) -> Result<Option<(u64, u64)>> {
+    s.map(|s| range_arg("time-range", s, parse_duration_us))
+        .transpose()
+}
+
+/// `--address-range START-END`: hex addresses or sizes.
+pub(super) fn address_range_arg(s: Option<&str>) -> Result<Option<(u64, u64)>> {
+    s.map(|s| range_arg("address-range", s, addr)).transpose()
+}
+
+/// The part of a record a time range (microseconds since the record's
+/// start), an address range and `--target` select.
 pub(super) fn selection(
     reader: &Reader,
-    time_range: Option<&str>,
-    address_range: Option<&str>,
+    time_range: Option<(u64, u64)>,
+    address_range: Option<(u64, u64)>,
     target: Option<u32>,
 ) -> Result<Selection> {
     let origin = reader
@@ -126,13 +138,8 @@ pub(super) fn selection(
         .find(|f| f.nr_snapshots > 0)
         .map_or(0, |f| f.first_start_us);
     Ok(Selection {
-        time_us: time_range
-            .map(|s| range_arg("time-range", s, parse_duration_us))
-            .transpose()?
-            .map(|(x, y)| (origin.saturating_add(x), origin.saturating_add(y))),
-        address: address_range
-            .map(|s| range_arg("address-range", s, addr))
-            .transpose()?,
+        time_us: time_range.map(|(x, y)| (origin.saturating_add(x), origin.saturating_add(y))),
+        address: address_range,
         target: target_arg(reader, target)?,
     })
 }
@@ -159,16 +166,8 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
     }
     let opts = HeatmapOptions {
         target: target_arg(&reader, a.target)?,
-        time_range: a
-            .time_range
-            .as_deref()
-            .map(|s| range_arg("time-range", s, parse_duration_us))
-            .transpose()?,
-        address_range: a
-            .address_range
-            .as_deref()
-            .map(|s| range_arg("address-range", s, addr))
-            .transpose()?,
+        time_range: time_range_arg(a.time_range.as_deref())?,
+        address_range: address_range_arg(a.address_range.as_deref())?,
         all: a.all,
         time_bins,
         addr_bins,
@@ -190,10 +189,7 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
     }
     // Only the frames that may hold the time range are read; the heatmap
     // itself cuts the range and the addresses.
-    let src = Selected::new(
-        &reader,
-        selection(&reader, a.time_range.as_deref(), None, None)?,
-    );
+    let src = Selected::new(&reader, selection(&reader, opts.time_range, None, None)?);
     let hm = heatmap::build(&src, &opts, format)?;
     let image = ImageOptions {
         width: a.width,
@@ -244,8 +240,8 @@ fn wss_cmd(a: WssArgs) -> Result<()> {
     let reader = open(&a.file)?;
     let sel = selection(
         &reader,
-        a.time_range.as_deref(),
-        a.address_range.as_deref(),
+        time_range_arg(a.time_range.as_deref())?,
+        address_range_arg(a.address_range.as_deref())?,
         a.target,
     )?;
     let opts = WssOptions {
@@ -268,10 +264,11 @@ fn wss_cmd(a: WssArgs) -> Result<()> {
 
 fn hot_cmd(a: HotArgs) -> Result<()> {
     let reader = open(&a.file)?;
+    let time_range = time_range_arg(a.time_range.as_deref())?;
     let sel = selection(
         &reader,
-        a.time_range.as_deref(),
-        a.address_range.as_deref(),
+        time_range,
+        address_range_arg(a.address_range.as_deref())?,
         a.target,
     )?;
     let opts = HotOptions {
@@ -282,12 +279,7 @@ fn hot_cmd(a: HotArgs) -> Result<()> {
             .transpose()?,
         aggregate: a.aggregate,
         // Without --aggregate the selection's last snapshot is shown.
-        time_range: a
-            .time_range
-            .as_deref()
-            .filter(|_| a.aggregate)
-            .map(|s| range_arg("time-range", s, parse_duration_us))
-            .transpose()?,
+        time_range: time_range.filter(|_| a.aggregate),
         top: a.top,
         target: sel.target,
     };
@@ -306,8 +298,8 @@ fn raw_cmd(a: RawArgs) -> Result<()> {
     let reader = open(&a.file)?;
     let sel = selection(
         &reader,
-        a.time_range.as_deref(),
-        a.address_range.as_deref(),
+        time_range_arg(a.time_range.as_deref())?,
+        address_range_arg(a.address_range.as_deref())?,
         a.target,
     )?;
     let whole = sel.is_all();

@@ -4,9 +4,8 @@ use std::io::{BufWriter, Write};
 
 use anyhow::{bail, Context, Result};
 use udamon_report::html::{self, HtmlOptions};
-use udamon_sim::units::parse_duration_us;
 
-use super::report::{addr, open, range_arg, target_arg, title};
+use super::report::{address_range_arg, open, target_arg, time_range_arg, title};
 use crate::cli::HtmlArgs;
 use crate::UsageError;
 
@@ -20,16 +19,8 @@ pub fn run(a: HtmlArgs) -> Result<()> {
     let reader = open(&a.file)?;
     let opts = HtmlOptions {
         target: target_arg(&reader, a.target)?,
-        time_range: a
-            .time_range
-            .as_deref()
-            .map(|s| range_arg("time-range", s, parse_duration_us))
-            .transpose()?,
-        address_range: a
-            .address_range
-            .as_deref()
-            .map(|s| range_arg("address-range", s, addr))
-            .transpose()?,
+        time_range: time_range_arg(a.time_range.as_deref())?,
+        address_range: address_range_arg(a.address_range.as_deref())?,
         ..HtmlOptions::default()
     };
     crate::output::prepare("--output", &a.output, &[&a.file], &[])?;
