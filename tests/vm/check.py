@@ -1438,7 +1438,66 @@ def check_tiering(d, out):
     return msg
 
 
+def eval_results(d):
+    """The latest saved result of every run of a `udamon eval` scenario."""
+    latest = {}
+    for line in read(os.path.join(d, "eval"), "results.jsonl", "").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            latest[(r["workload"], r["config"], r["repeat"])] = r
+    return latest
+
+
+def check_eval(d, out, need=(("sqlite", "redis"), ("orig", "rec", "prcl"))):
+    """udamon eval on real programs: every planned run ended well, rec and
+    prcl measured their monitor, and prcl used less memory than orig on
+    at least one workload."""
+    rc = read(d, "eval.rc", "?").strip()
+    if rc != "0":
+        raise Fail(f"udamon eval exited {rc}: {read(d, 'eval.err', '').strip()[-300:]}")
+    res = eval_results(d)
+    workloads, configs = need
+    bad = [f"{w}/{c}: {r['status']} ({r.get('reason', '')[:150]})"
+           for (w, c, _), r in sorted(res.items()) if r["status"] != "ok" and c in configs]
+    missing = [f"{w}/{c}" for w in workloads for c in configs
+               if not any(k[0] == w and k[1] == c for k in res)]
+    if bad or missing:
+        raise Fail("; ".join(bad + [f"{m}: no result" for m in missing]))
+    parts, saved = [], []
+    for w in workloads:
+        def mean(c, key):
+            v = [r[key] for (ww, cc, _), r in res.items() if ww == w and cc == c and r.get(key) is not None]
+            return sum(v) / len(v) if v else None
+        orig_rss, orig_perf = mean("orig", "rss_avg_kb"), mean("orig", "metric") or mean("orig", "runtime_s")
+        cells = []
+        for c in configs:
+            rss = mean(c, "rss_avg_kb")
+            perf = mean(c, "metric") or mean(c, "runtime_s")
+            cpu = mean(c, "monitor_cpu_s")
+            if c != "orig" and not cpu:
+                raise Fail(f"{w}/{c}: no monitor CPU time measured")
+            if not rss or not perf:
+                raise Fail(f"{w}/{c}: no RSS or performance figure")
+            cells.append(f"{c} {perf:.4g} rss {rss / 1024:.0f}MiB" + (f" mon {cpu:.1f}s" if cpu else ""))
+            if c == "prcl" and orig_rss and rss < orig_rss:
+                saved.append(f"{w} {1 - rss / orig_rss:.0%}")
+        parts.append(f"{w}: " + ", ".join(cells))
+    if "prcl" in configs and not saved:
+        raise Fail("prcl saved no memory on any workload: " + "; ".join(parts))
+    return "; ".join(parts) + (f"; prcl saved {', '.join(saved)}" if saved else "")
+
+
+def check_eval_full(d, out):
+    res = eval_results(d)
+    workloads = tuple(sorted({k[0] for k in res}))
+    configs = tuple(c for c in ("orig", "rec", "prec", "thp", "ethp", "prcl", "damo-rec", "damo-prcl")
+                    if any(k[1] == c for k in res))
+    return check_eval(d, out, (workloads, configs))
+
+
 CHECKS = {
+    "eval-real": check_eval,
+    "eval-full": check_eval_full,
     "tiering": check_tiering,
     "service": check_service,
     "trace-cost": check_trace_cost,

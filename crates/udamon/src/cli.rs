@@ -48,6 +48,10 @@ pub enum Command {
     Tune(crate::cmd::tune::TuneArgs),
     /// Predict what schemes would do to a recorded workload (what-if replay)
     Replay(crate::cmd::replay::ReplayArgs),
+    /// Run workloads under monitoring configurations (orig, rec, prec, thp,
+    /// ethp, prcl, damo-rec, ...), repeated, and report each one's overhead
+    /// against orig, as DAMON's evaluation harness does
+    Eval(EvalArgs),
     /// Convert a damo record (json, json_compressed or perf-script text)
     /// into a udamon record, for every udamon report
     Import(ImportArgs),
@@ -78,6 +82,39 @@ pub enum Command {
     /// Print the man page (roff) of udamon or of one of its subcommands to
     /// stdout, or write every page into a directory
     Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// The suite file (TOML): workloads, configurations, repeats (see
+    /// docs/evaluation.md)
+    pub suite: PathBuf,
+    /// Results directory; each run is saved there as it ends, and running
+    /// the same command again resumes where it stopped
+    #[arg(short, long, value_name = "DIR", default_value = "udamon-eval")]
+    pub output: PathBuf,
+    /// Only this workload (repeat the flag, or give a comma-separated list)
+    #[arg(long = "workload", value_name = "NAME", value_delimiter = ',')]
+    pub workloads: Vec<String>,
+    /// Only this configuration (repeat the flag, or give a comma-separated list)
+    #[arg(long = "config", value_name = "NAME", value_delimiter = ',')]
+    pub configs: Vec<String>,
+    /// Repeat each run N times instead of the suite's `repeats`
+    #[arg(long, value_name = "N")]
+    pub repeats: Option<u32>,
+    /// Run again the runs whose saved result failed
+    #[arg(long, conflicts_with = "report")]
+    pub retry_failed: bool,
+    /// Run nothing: summarise the results saved in --output
+    #[arg(long)]
+    pub report: bool,
+    /// Print the summary as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Read and write /sys (the THP setting) under this root instead of /
+    /// (tests)
+    #[arg(long, hide = true, default_value = "/")]
+    pub root: PathBuf,
 }
 
 #[derive(Args, Debug)]

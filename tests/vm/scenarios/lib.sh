@@ -280,3 +280,42 @@ kread() {
         sleep 0.05
     done
 }
+
+# run_eval ARGS...: `udamon eval` of eval-real.toml (real programs from the
+# host's root), with ARGS (--workload, --config, --repeats); results in
+# $OUT/eval. The results directory lives on the host root's tmpfs so that
+# damo, which runs in the chroot, can write its records there.
+run_eval() {
+    H=/host
+    [ -d "$H/usr" ] || skip "no host root in the guest (tests/vm/run shares it over virtiofs for this scenario)"
+    need_flag eval --repeats
+    for p in sqlite3 redis-server redis-benchmark redis-cli 7zz python3; do
+        [ -x "$H/usr/bin/$p" ] || skip "the host has no /usr/bin/$p (apt-get install sqlite3 redis-server redis-tools 7zip python3-numpy)"
+    done
+    chroot "$H" /usr/bin/python3 -c 'import numpy' 2>/dev/null ||
+        skip "the host's python3 has no numpy (apt-get install python3-numpy)"
+    cp /scenarios/eval-shift.py "$H/tmp/eval-shift.py"
+    # Redis and its benchmark talk over TCP on lo.
+    loopback_up
+    # damo runs from the host's virtualenv in the chroot; its -o path is
+    # given as the guest sees it (/host/tmp/...) and mapped to the chroot's.
+    DAMO=$(sed -n 's/^damo=//p' /run/udamon-host)
+    if [ -n "$DAMO" ] && [ -x "$H$DAMO" ]; then
+        cat > /tmp/damo <<EOS
+#!/bin/sh
+n=0; for a in "\$@"; do n=\$((n+1)); case \$a in /host/*) a=\${a#/host};; esac; set -- "\$@" "\$a"; done; shift \$n
+exec chroot $H /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/tmp PYTHONDONTWRITEBYTECODE=1 TMPDIR=/tmp "$DAMO" "\$@"
+EOS
+        chmod +x /tmp/damo
+    fi
+    cp /scenarios/eval-real.toml "$OUT/suite.toml"
+    log "udamon eval $*"
+    "$UD" eval "$OUT/suite.toml" -o "$H/tmp/eval" --json "$@" > eval.json 2> eval.err
+    echo $? > eval.rc
+    # Keep the figures and the monitors' messages; records stay behind.
+    mkdir -p eval/runs
+    cp "$H/tmp/eval/results.jsonl" "$H/tmp/eval/results.tsv" "$H/tmp/eval/"*.svg eval/ 2>/dev/null
+    cp "$H/tmp/eval/runs/"*.err "$H/tmp/eval/runs/"*.out eval/runs/ 2>/dev/null
+    cat /proc/meminfo > meminfo.txt
+    cat /sys/kernel/mm/transparent_hugepage/enabled > thp.txt 2>/dev/null
+}

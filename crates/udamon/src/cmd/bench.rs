@@ -288,7 +288,7 @@ fn cost(a: &BenchArgs, report: &mut Report) -> Result<()> {
 }
 
 /// User plus system CPU time of this process so far, in seconds.
-fn cpu_time_s() -> f64 {
+pub(super) fn cpu_time_s() -> f64 {
     // SAFETY: getrusage only writes into the struct we pass.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {

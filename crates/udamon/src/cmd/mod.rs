@@ -8,6 +8,7 @@ mod bench_tiering;
 mod cleanup;
 mod cut;
 mod demo;
+mod eval;
 mod export;
 mod features;
 mod import;
@@ -43,6 +44,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Ctl(a) => service::ctl(a),
         Command::Tune(a) => tune::run(a),
         Command::Replay(a) => replay::run(a),
+        Command::Eval(a) => eval::run(a),
         Command::Import(a) => import::run(a),
         Command::Export(a) => export::run(a),
         Command::Cut(a) => cut::run(a),

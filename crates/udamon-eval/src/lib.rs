@@ -1,0 +1,264 @@
+//! `udamon eval`: workloads run under monitoring configurations (the seeds'
+//! orig, rec, prec, thp, ethp, prcl, and damo doing the same), repeated and
+//! interleaved, measured as DAMON's evaluation harness measures them, saved
+//! as each run ends (so an interrupted evaluation resumes), and summarised
+//! as overhead against `orig`.
+//!
+//! A command workload runs with `sh -c` on this machine (see [`run`]); a
+//! simulated one runs through the caller's [`SimRunner`], which the binary
+//! backs with the simulator.
+
+pub mod measure;
+pub mod plot;
+pub mod result;
+pub mod run;
+pub mod suite;
+pub mod table;
+
+use std::path::{Path, PathBuf};
+
+use udamon_core::schemes::Damos;
+
+pub use result::{plan, RunResult, Store};
+pub use suite::{Config, Kind, Suite, Workload};
+pub use table::{summarise, Summary};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input: the suite, a flag, the results directory.
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A simulated workload's figures for one run.
+#[derive(Debug, Clone, Default)]
+pub struct SimFigures {
+    pub runtime_s: f64,
+    pub rss_avg_kb: Option<f64>,
+    pub rss_peak_kb: Option<u64>,
+    pub faults: Option<u64>,
+    /// The CPU time the simulation took (the monitor's and the model's).
+    pub cpu_s: f64,
+}
+
+/// Runs a simulated workload with schemes (none for orig and rec); each
+/// repeat uses another seed.
+pub trait SimRunner {
+    fn run(&mut self, spec: &Path, schemes: &[Damos], repeat: u32) -> Result<SimFigures, String>;
+}
+
+/// Which runs to do.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Only these workloads / configurations (all when empty).
+    pub only_workloads: Vec<String>,
+    pub only_configs: Vec<String>,
+    /// Run again the runs whose saved result failed.
+    pub retry_failed: bool,
+}
+
+/// What the caller hears about as the evaluation goes.
+pub enum Event<'a> {
+    /// Run `index` (1-based) of `total` starts.
+    Start {
+        index: usize,
+        total: usize,
+        workload: &'a str,
+        config: &'a str,
+        repeat: u32,
+    },
+    /// It ended and was saved.
+    Done {
+        index: usize,
+        total: usize,
+        result: &'a RunResult,
+    },
+}
+
+pub enum Outcome {
+    Finished,
+    /// Stopped on request; the run under way was not saved.
+    Interrupted,
+}
+
+/// The machine-facing parts of an evaluation.
+pub struct Machine<'a> {
+    pub udamon: &'a Path,
+    pub damo: Option<PathBuf>,
+    pub proc_root: &'a Path,
+    pub thp_path: &'a Path,
+    pub stop: &'a dyn Fn() -> bool,
+}
+
+/// The scheme file a udamon monitor reads for a scheme configuration:
+/// the user's own file, or the built-in text written under `dir/schemes/`.
+pub fn scheme_file(dir: &Path, name: &str, config: &Config) -> Result<PathBuf, Error> {
+    match config {
+        Config::Schemes {
+            file: suite::SchemeSource::File(p),
+            ..
+        } => Ok(p.clone()),
+        Config::Schemes {
+            file: suite::SchemeSource::Builtin(text),
+            ..
+        } => {
+            let d = dir.join("schemes");
+            std::fs::create_dir_all(&d)
+                .map_err(|e| Error::Other(format!("{}: {e}", d.display())))?;
+            let p = d.join(format!("{name}.txt"));
+            std::fs::write(&p, text).map_err(|e| Error::Other(format!("{}: {e}", p.display())))?;
+            Ok(p)
+        }
+        _ => Err(Error::Other(format!(
+            "{name} is not a scheme configuration"
+        ))),
+    }
+}
+
+/// Finds damo: the suite's `damo`, else `damo` on PATH.
+pub fn find_damo(suite: &Suite) -> Option<PathBuf> {
+    if let Some(d) = &suite.damo {
+        if d.components().count() > 1 {
+            return d.is_file().then(|| d.clone());
+        }
+        return on_path(&d.to_string_lossy());
+    }
+    on_path("damo")
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+/// Runs every planned run that has no saved result yet, saving each as it ends.
+pub fn evaluate(
+    suite: &Suite,
+    store: &mut Store,
+    opts: &Options,
+    machine: &Machine,
+    sim: &mut dyn SimRunner,
+    progress: &mut dyn FnMut(Event),
+) -> Result<Outcome, Error> {
+    for name in &opts.only_workloads {
+        if !suite.workloads.iter().any(|w| &w.name == name) {
+            return Err(Error::Usage(format!(
+                "--workload {name}: the suite has no such workload (it has {})",
+                suite
+                    .workloads
+                    .iter()
+                    .map(|w| w.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    for name in &opts.only_configs {
+        if !suite.configs.iter().any(|(c, _)| c == name) {
+            return Err(Error::Usage(format!(
+                "--config {name}: the suite has no such configuration (it has {})",
+                suite
+                    .configs
+                    .iter()
+                    .map(|(c, _)| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    let wanted = |list: &[String], name: &str| list.is_empty() || list.iter().any(|x| x == name);
+    let todo: Vec<(usize, usize, u32)> =
+        plan(suite.workloads.len(), suite.configs.len(), suite.repeats)
+            .into_iter()
+            .filter(|&(w, c, r)| {
+                let (wn, cn) = (&suite.workloads[w].name, &suite.configs[c].0);
+                wanted(&opts.only_workloads, wn)
+                    && wanted(&opts.only_configs, cn)
+                    && match store.get(wn, cn, r) {
+                        None => true,
+                        Some(x) => opts.retry_failed && x.status == "failed",
+                    }
+            })
+            .collect();
+    let damo = machine.damo.clone();
+    let ctx = run::Ctx {
+        suite,
+        dir: &store.dir.clone(),
+        udamon: machine.udamon,
+        damo: damo.as_deref(),
+        stop: machine.stop,
+        proc_root: machine.proc_root,
+        thp_path: machine.thp_path,
+    };
+    let total = todo.len();
+    for (i, (w, c, r)) in todo.into_iter().enumerate() {
+        if (machine.stop)() {
+            return Ok(Outcome::Interrupted);
+        }
+        let wl = &suite.workloads[w];
+        let (cname, config) = &suite.configs[c];
+        progress(Event::Start {
+            index: i + 1,
+            total,
+            workload: &wl.name,
+            config: cname,
+            repeat: r,
+        });
+        let result = match &wl.kind {
+            Kind::Command { .. } => match run::run(&ctx, wl, cname, config, r)? {
+                Ok(x) => x,
+                Err(run::Interrupted) => return Ok(Outcome::Interrupted),
+            },
+            Kind::Sim { spec } => sim_run(sim, spec, &wl.name, cname, config, r)?,
+        };
+        store.save(result)?;
+        let saved = store.results.last().expect("just saved");
+        progress(Event::Done {
+            index: i + 1,
+            total,
+            result: saved,
+        });
+    }
+    Ok(Outcome::Finished)
+}
+
+fn sim_run(
+    sim: &mut dyn SimRunner,
+    spec: &Path,
+    workload: &str,
+    name: &str,
+    config: &Config,
+    repeat: u32,
+) -> Result<RunResult, Error> {
+    let mut r = RunResult::new(workload, name, repeat);
+    let schemes: Vec<Damos> = match config {
+        Config::Orig | Config::Rec => Vec::new(),
+        Config::Thp => udamon_scheme_file::parse(suite::THP_SCHEME, "thp", None)
+            .map_err(|e| Error::Other(format!("built-in thp scheme: {e}")))?,
+        Config::Schemes { schemes, .. } => schemes.clone(),
+        Config::Prec => {
+            r.skip("prec records a live machine's physical memory; a simulated workload has none");
+            return Ok(r);
+        }
+        Config::DamoRec | Config::DamoSchemes { .. } => {
+            r.skip("damo does not run simulated workloads");
+            return Ok(r);
+        }
+    };
+    match sim.run(spec, &schemes, repeat) {
+        Ok(f) => {
+            r.runtime_s = Some(f.runtime_s);
+            r.rss_avg_kb = f.rss_avg_kb;
+            r.rss_peak_kb = f.rss_peak_kb;
+            r.pgmajfault = f.faults;
+            r.monitor_cpu_s = (!matches!(config, Config::Orig)).then_some(f.cpu_s);
+        }
+        Err(e) => r.fail(e),
+    }
+    Ok(r)
+}

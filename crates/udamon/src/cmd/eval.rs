@@ -1,0 +1,198 @@
+//! `udamon eval`: the command line's side of udamon-eval (suite, progress,
+//! the summary), and the simulator behind its simulated workloads.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use udamon_core::schemes::Damos;
+use udamon_core::Attrs;
+use udamon_eval::{Event, Machine, Options, Outcome, SimFigures, SimRunner, Store, Suite};
+use udamon_sim::MonitorKind;
+
+use super::record::{run_sim, SimRun};
+use crate::cli::EvalArgs;
+use crate::output::print_json;
+use crate::UsageError;
+
+fn eval_err(e: udamon_eval::Error) -> anyhow::Error {
+    match e {
+        udamon_eval::Error::Usage(m) => UsageError(m).into(),
+        udamon_eval::Error::Other(m) => anyhow::anyhow!(m),
+    }
+}
+
+/// Simulated workloads run on udamon's simulator, at default attributes;
+/// repeat N uses the spec's seed + N.
+struct Simulator;
+
+impl SimRunner for Simulator {
+    fn run(&mut self, spec: &Path, schemes: &[Damos], repeat: u32) -> Result<SimFigures, String> {
+        let text = std::fs::read_to_string(spec).map_err(|e| format!("{}: {e}", spec.display()))?;
+        let origin = spec.display().to_string();
+        let w = udamon_sim::Workload::from_toml(&text, &origin).map_err(|e| e.to_string())?;
+        let run = SimRun {
+            spec_text: &text,
+            origin: &origin,
+            seed: Some(w.seed.unwrap_or(0) + u64::from(repeat)),
+            duration_us: None,
+            attrs: Attrs::default(),
+            kind: MonitorKind::Adaptive,
+            schemes: schemes.to_vec(),
+            score: false,
+            progress: false,
+            interruptible: false,
+            dry_run: false,
+        };
+        let cpu0 = super::bench::cpu_time_s();
+        let s = run_sim(&run, None).map_err(|e| format!("{e:#}"))?;
+        let num = |k: &str| s.metrics.get(k).and_then(|v| v.as_f64());
+        Ok(SimFigures {
+            runtime_s: num("runtime_s").unwrap_or(s.simulated_s),
+            rss_avg_kb: num("rss_avg_bytes").map(|b| b / 1024.0),
+            rss_peak_kb: num("rss_peak_bytes").map(|b| (b / 1024.0) as u64),
+            faults: num("faults").map(|f| f as u64),
+            cpu_s: super::bench::cpu_time_s() - cpu0,
+        })
+    }
+}
+
+pub fn run(a: EvalArgs) -> Result<()> {
+    let mut suite = Suite::load(&a.suite).map_err(eval_err)?;
+    if let Some(n) = a.repeats {
+        if n == 0 || n > 1000 {
+            return Err(UsageError(format!("--repeats {n}: give 1 to 1000")).into());
+        }
+        suite.repeats = n;
+    }
+    if a.report {
+        let store = Store::read(&a.output).map_err(eval_err)?;
+        if store.results.is_empty() {
+            return Err(UsageError(format!(
+                "{}: no saved results: run `udamon eval {}` first",
+                a.output.display(),
+                a.suite.display()
+            ))
+            .into());
+        }
+        return finish(&a, &suite, &store, false);
+    }
+    let mut store = Store::open(&a.output, &suite).map_err(eval_err)?;
+    crate::stop::install();
+    let udamon =
+        std::env::current_exe().context("cannot find udamon's own binary for the monitors")?;
+    let thp_path = a.root.join("sys/kernel/mm/transparent_hugepage/enabled");
+    let machine = Machine {
+        udamon: &udamon,
+        damo: udamon_eval::find_damo(&suite),
+        proc_root: Path::new("/proc"),
+        thp_path: &thp_path,
+        stop: &crate::stop::requested,
+    };
+    let opts = Options {
+        only_workloads: a.workloads.clone(),
+        only_configs: a.configs.clone(),
+        retry_failed: a.retry_failed,
+    };
+    let t0 = Instant::now();
+    let mut progress = |e: Event| match e {
+        Event::Start {
+            index,
+            total,
+            workload,
+            config,
+            repeat,
+        } => {
+            eprintln!(
+                "[{index}/{total} {}] {workload} · {config} · repeat {}",
+                elapsed(t0.elapsed().as_secs()),
+                repeat + 1
+            );
+        }
+        Event::Done { result: r, .. } => {
+            let mut line = String::from("    ");
+            match r.status.as_str() {
+                "ok" => {
+                    if let Some(t) = r.runtime_s {
+                        line += &format!("{t:.2} s");
+                    }
+                    if let Some(m) = r.metric {
+                        line += &format!(", metric {m}");
+                    }
+                    if let Some(rss) = r.rss_avg_kb {
+                        line += &format!(
+                            ", RSS avg {}",
+                            udamon_report::fmt_bytes((rss * 1024.0) as u64)
+                        );
+                    }
+                    if let Some(c) = r.monitor_cpu_s {
+                        line += &format!(", monitor {c:.2} CPU-s");
+                    }
+                }
+                s => line += &format!("{s}: {}", r.reason.as_deref().unwrap_or("")),
+            }
+            eprintln!("{line}");
+            for w in &r.warnings {
+                eprintln!("    warning: {w}");
+            }
+        }
+    };
+    let outcome = udamon_eval::evaluate(
+        &suite,
+        &mut store,
+        &opts,
+        &machine,
+        &mut Simulator,
+        &mut progress,
+    )
+    .map_err(eval_err)?;
+    if let Outcome::Interrupted = outcome {
+        eprintln!(
+            "udamon: interrupted; the run under way was dropped, {} finished run(s) are saved in {}. Run the same command again to resume.",
+            store.results.len(),
+            a.output.display()
+        );
+        finish(&a, &suite, &store, true)?;
+        std::process::exit(130);
+    }
+    finish(&a, &suite, &store, false)
+}
+
+fn elapsed(s: u64) -> String {
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// Writes results.tsv and the charts, and prints the summary.
+fn finish(a: &EvalArgs, suite: &Suite, store: &Store, partial: bool) -> Result<()> {
+    let summary = udamon_eval::summarise(suite, &store.results);
+    let dir = &store.dir;
+    let tsv = dir.join("results.tsv");
+    std::fs::write(&tsv, udamon_eval::table::tsv(suite, &summary))
+        .with_context(|| format!("cannot write {}", tsv.display()))?;
+    let mut charts = Vec::new();
+    for (fig, file, title) in [
+        ("perf", "perf.svg", "performance relative to orig"),
+        ("rss.avg", "rss.svg", "average RSS relative to orig"),
+    ] {
+        let p = dir.join(file);
+        if udamon_eval::plot::bars(&summary, fig, title, &p).map_err(eval_err)? {
+            charts.push(p);
+        }
+    }
+    if a.json {
+        return print_json(&summary);
+    }
+    if partial {
+        return Ok(());
+    }
+    print!("{}", udamon_eval::table::render(&summary));
+    println!(
+        "{} of {} runs done; overheads are (mean / orig's mean - 1); ± is one standard deviation of the runs",
+        summary.done_runs, summary.planned_runs
+    );
+    println!("wrote {}", tsv.display());
+    for c in charts {
+        println!("wrote {}", c.display());
+    }
+    Ok(())
+}

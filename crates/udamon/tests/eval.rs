@@ -1,0 +1,364 @@
+//! `udamon eval` from the command line: docs/evaluation.md's quick start
+//! as written, resuming after an interruption, the THP switch (on a fake
+//! /sys), and what it says about bad suites and failing runs. Real commands
+//! run here under `orig` (and `thp` on the fake /sys) only: this machine
+//! has no live monitoring path and its THP setting is not ours.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{spawn, text, udamon, DEFAULT};
+
+fn repo(p: &str) -> String {
+    format!("{}/../../{p}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn results(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The lines of the first `sh` block after `heading` in docs/evaluation.md.
+fn doc_block(heading: &str) -> Vec<String> {
+    let doc = std::fs::read_to_string(repo("docs/evaluation.md")).unwrap();
+    let at = doc
+        .find(heading)
+        .unwrap_or_else(|| panic!("docs/evaluation.md lacks {heading}"));
+    let rest = &doc[at..];
+    let start = rest.find("```sh\n").expect("a sh block") + 6;
+    let end = start + rest[start..].find("```").expect("closed block");
+    rest[start..end]
+        .lines()
+        .map(|l| l.split(" #").next().unwrap().trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+#[test]
+fn docs_quick_start_runs_as_written() {
+    let d = tempfile::tempdir().unwrap();
+    let lines = doc_block("## Quick start");
+    assert!(!lines.is_empty());
+    let mut last = None;
+    for line in &lines {
+        let words: Vec<String> = line
+            .split_whitespace()
+            .map(|w| {
+                if w.starts_with("examples/") {
+                    repo(w)
+                } else {
+                    w.to_string()
+                }
+            })
+            .collect();
+        assert_eq!(words[0], "udamon", "{line}");
+        let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        let out = udamon(d.path(), &args);
+        assert!(out.status.success(), "{line}: {}", text(&out.stderr));
+        last = Some(out);
+    }
+    let dir = d.path().join("eval-out");
+    let rs = results(&dir);
+    // Two workloads x four configurations x two repeats, each saved once.
+    assert_eq!(rs.len(), 16, "{rs:?}");
+    for f in ["results.tsv", "perf.svg", "rss.svg", "suite.toml"] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    for r in &rs {
+        let (w, c, st) = (
+            &r["workload"],
+            r["config"].as_str().unwrap(),
+            r["status"].as_str().unwrap(),
+        );
+        if w == "demo" || c == "orig" {
+            assert_eq!(st, "ok", "{r}");
+            assert!(r["runtime_s"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r["rss_avg_kb"].as_f64().unwrap() > 0.0, "{r}");
+        } else {
+            // No live path on this machine: said so, not counted as a failure.
+            assert_eq!(st, "skipped", "{r}");
+            assert!(
+                r["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("cannot run the monitor"),
+                "{r}"
+            );
+        }
+    }
+    // The last command printed the summary as JSON: prcl pages out the
+    // demo's idle objects (the simulator's machine measures it).
+    let j: serde_json::Value = serde_json::from_slice(&last.unwrap().stdout).unwrap();
+    let demo = &j["workloads"][0];
+    assert_eq!(demo["workload"], "demo");
+    let prcl = demo["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["config"] == "prcl")
+        .unwrap();
+    assert!(
+        prcl["overhead_pct"]["rss.avg"].as_f64().unwrap() < -50.0,
+        "{prcl}"
+    );
+    let tsv = std::fs::read_to_string(dir.join("results.tsv")).unwrap();
+    assert!(
+        tsv.contains("workload\torig\trec (overhead%)\tethp (overhead%)\tprcl (overhead%)"),
+        "{tsv}"
+    );
+    assert!(std::fs::read_to_string(dir.join("rss.svg"))
+        .unwrap()
+        .contains("<svg"));
+}
+
+fn suite(dir: &Path, body: &str) -> String {
+    let p = dir.join("suite.in.toml");
+    std::fs::write(&p, body).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn an_interrupted_evaluation_resumes_where_it_stopped() {
+    let d = tempfile::tempdir().unwrap();
+    let s = suite(
+        d.path(),
+        "repeats = 4\nconfigs = [\"orig\"]\n[[workload]]\nname = \"nap\"\nrun = \"sleep 1; echo done\"\n",
+    );
+    let out = d.path().join("out");
+    let child = spawn(
+        d.path(),
+        &["eval", &s, "-o", out.to_str().unwrap()],
+        DEFAULT,
+    );
+    let t = Instant::now();
+    while results(&out).is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no run saved within a minute"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = common::finish(child, 60, "udamon eval");
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("Run the same command again to resume"),
+        "{}",
+        text(&o.stderr)
+    );
+    let saved = results(&out).len();
+    assert!((1..4).contains(&saved), "{saved} saved");
+    let o = udamon(d.path(), &["eval", &s, "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rs = results(&out);
+    let mut reps: Vec<u64> = rs.iter().map(|r| r["repeat"].as_u64().unwrap()).collect();
+    reps.sort();
+    assert_eq!(reps, vec![0, 1, 2, 3], "every repeat once: {rs:?}");
+    assert!(
+        text(&o.stderr).contains(&format!("[1/{}", 4 - saved)),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stdout).contains("4 of 4 runs done"),
+        "{}",
+        text(&o.stdout)
+    );
+    // A changed suite does not mix with these results.
+    std::fs::write(
+        &s,
+        std::fs::read_to_string(&s)
+            .unwrap()
+            .replace("repeats = 4", "repeats = 5"),
+    )
+    .unwrap();
+    let o = udamon(d.path(), &["eval", &s, "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("another suite"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn the_thp_configuration_sets_always_for_the_run_and_restores_the_setting() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    let thp = root.join("sys/kernel/mm/transparent_hugepage/enabled");
+    std::fs::create_dir_all(thp.parent().unwrap()).unwrap();
+    std::fs::write(&thp, "madvise").unwrap();
+    let s = suite(
+        d.path(),
+        &format!(
+            "repeats = 1\nconfigs = [\"orig\", \"thp\"]\n[[workload]]\nname = \"w\"\nrun = \"cat {}\"\n",
+            thp.display()
+        ),
+    );
+    let out = d.path().join("out");
+    let o = udamon(
+        d.path(),
+        &[
+            "eval",
+            &s,
+            "-o",
+            out.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rs = results(&out);
+    let by = |c: &str| rs.iter().find(|r| r["config"] == c).unwrap().clone();
+    assert_eq!(by("thp")["thp"], "always");
+    assert_eq!(by("orig")["thp"], "madvise");
+    assert_eq!(
+        std::fs::read_to_string(out.join("runs/w.thp.0.out"))
+            .unwrap()
+            .trim(),
+        "always"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&thp).unwrap(),
+        "madvise",
+        "restored"
+    );
+}
+
+#[test]
+fn failing_runs_are_saved_with_the_reason_and_teardown_always_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let marker = d.path().join("torn-down");
+    let s = suite(
+        d.path(),
+        &format!(
+            r#"repeats = 1
+configs = ["orig"]
+[[workload]]
+name = "slow"
+run = "sleep 30"
+timeout = "1s"
+teardown = "echo x >> {m}"
+[[workload]]
+name = "broken-setup"
+setup = "echo oops >&2; exit 4"
+run = "true"
+teardown = "echo x >> {m}"
+[[workload]]
+name = "exits-1"
+run = "echo bad thing >&2; exit 1"
+[[workload]]
+name = "ok"
+run = "echo 42.5 ops"
+metric = {{ regex = '([0-9.]+) ops', name = "ops" }}
+"#,
+            m = marker.display()
+        ),
+    );
+    let out = d.path().join("out");
+    let t = Instant::now();
+    let o = udamon(
+        d.path(),
+        &["eval", &s, "-o", out.to_str().unwrap(), "--json"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        t.elapsed() < Duration::from_secs(25),
+        "the timeout did not end the slow run"
+    );
+    let rs = results(&out);
+    let reason = |w: &str| {
+        rs.iter().find(|r| r["workload"] == w).unwrap()["reason"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(
+        reason("slow").contains("did not end within its timeout (1 s)"),
+        "{}",
+        reason("slow")
+    );
+    assert!(
+        reason("broken-setup").contains("setup exited 4: oops"),
+        "{}",
+        reason("broken-setup")
+    );
+    assert!(
+        reason("exits-1").contains("the run exited 1: bad thing"),
+        "{}",
+        reason("exits-1")
+    );
+    assert_eq!(
+        rs.iter().find(|r| r["workload"] == "ok").unwrap()["metric"],
+        42.5
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().lines().count(), 2);
+    // --retry-failed runs the three failures again, and only them.
+    let o = udamon(
+        d.path(),
+        &[
+            "eval",
+            &s,
+            "-o",
+            out.to_str().unwrap(),
+            "--retry-failed",
+            "--workload",
+            "exits-1",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(results(&out).len(), 5);
+}
+
+#[test]
+fn bad_input_names_the_value_and_the_fix() {
+    let d = tempfile::tempdir().unwrap();
+    let s = suite(
+        d.path(),
+        "configs = [\"orig\"]\n[[workload]]\nname = \"w\"\nrun = \"true\"\n",
+    );
+    let foreign = d.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
+    for (args, want) in [
+        (
+            vec!["eval", s.as_str(), "--config", "rec"],
+            "--config rec: the suite has no such configuration (it has orig)",
+        ),
+        (
+            vec!["eval", s.as_str(), "--workload", "x"],
+            "--workload x: the suite has no such workload (it has w)",
+        ),
+        (
+            vec!["eval", s.as_str(), "-o", foreign.to_str().unwrap()],
+            "holds no udamon eval results",
+        ),
+        (
+            vec!["eval", s.as_str(), "--repeats", "0"],
+            "--repeats 0: give 1 to 1000",
+        ),
+        (vec!["eval", "missing.toml"], "missing.toml"),
+        (
+            vec!["eval", s.as_str(), "-o", "nothing-here", "--report"],
+            "no saved results",
+        ),
+    ] {
+        let o = udamon(d.path(), &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(want),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("notes.txt")).unwrap(),
+        "mine"
+    );
+}
