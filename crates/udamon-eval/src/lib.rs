@@ -46,7 +46,13 @@ pub struct SimFigures {
 /// Runs a simulated workload with schemes (none for orig and rec); each
 /// repeat uses another seed.
 pub trait SimRunner {
-    fn run(&mut self, spec: &Path, schemes: &[Damos], repeat: u32) -> Result<SimFigures, String>;
+    fn run(
+        &mut self,
+        spec: &Path,
+        duration_us: Option<u64>,
+        schemes: &[Damos],
+        repeat: u32,
+    ) -> Result<SimFigures, String>;
 }
 
 /// Which runs to do.
@@ -214,7 +220,9 @@ pub fn evaluate(
                 Ok(x) => x,
                 Err(run::Interrupted) => return Ok(Outcome::Interrupted),
             },
-            Kind::Sim { spec } => sim_run(sim, spec, &wl.name, cname, config, r)?,
+            Kind::Sim { spec, duration_us } => {
+                sim_run(sim, spec, *duration_us, &wl.name, cname, config, r)?
+            }
         };
         store.save(result)?;
         let saved = store.results.last().expect("just saved");
@@ -230,6 +238,7 @@ pub fn evaluate(
 fn sim_run(
     sim: &mut dyn SimRunner,
     spec: &Path,
+    duration_us: Option<u64>,
     workload: &str,
     name: &str,
     config: &Config,
@@ -250,7 +259,7 @@ fn sim_run(
             return Ok(r);
         }
     };
-    match sim.run(spec, &schemes, repeat) {
+    match sim.run(spec, duration_us, &schemes, repeat) {
         Ok(f) => {
             r.runtime_s = Some(f.runtime_s);
             r.rss_avg_kb = f.rss_avg_kb;

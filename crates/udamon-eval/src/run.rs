@@ -214,17 +214,22 @@ pub fn run(
     let cwd = cwd.as_deref();
     let timeout = Duration::from_secs_f64(*timeout_s);
 
-    let _thp = if matches!(config, Config::Thp) {
+    let want = if matches!(config, Config::Thp) {
+        Some("always")
+    } else {
+        ctx.suite.thp.as_deref()
+    };
+    let _thp = if let Some(want) = want {
         let Some(before) = thp_mode(ctx.thp_path) else {
             r.fail(format!(
-                "thp: cannot read {}: the kernel has no THP",
+                "THP {want}: cannot read {}: the kernel has no THP",
                 ctx.thp_path.display()
             ));
             return Ok(Ok(r));
         };
-        if let Err(e) = std::fs::write(ctx.thp_path, "always") {
+        if let Err(e) = std::fs::write(ctx.thp_path, want) {
             r.fail(format!(
-                "thp: cannot write {}: {e} (run as root)",
+                "THP {want}: cannot write {}: {e} (run as root)",
                 ctx.thp_path.display()
             ));
             return Ok(Ok(r));
@@ -446,15 +451,17 @@ fn monitor_command(
         }
         Config::DamoRec | Config::DamoSchemes { .. } => {
             let mut c = Command::new(ctx.damo.expect("checked by the caller"));
-            c.arg("record")
-                .arg("-o")
+            // The user's options first: one taking several values (such
+            // as --do_record) ends at the next option, not at the pid.
+            c.arg("record").args(&s.damo_args);
+            c.arg("-o")
                 .arg(f("damo"))
                 .arg("--output_type")
                 .arg("json_compressed");
             if let Config::DamoSchemes { schemes } = config {
                 c.args(crate::suite::damo_args(schemes).map_err(Error::Other)?);
             }
-            c.args(&s.damo_args).arg(pid.to_string());
+            c.arg(pid.to_string());
             c
         }
         Config::Orig | Config::Thp => unreachable!("no monitor"),

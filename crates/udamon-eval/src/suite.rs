@@ -44,6 +44,8 @@ struct File {
     #[serde(default)]
     drop_caches: bool,
     #[serde(default)]
+    thp: Option<String>,
+    #[serde(default)]
     schemes: BTreeMap<String, PathBuf>,
     #[serde(default)]
     workload: Vec<WorkloadFile>,
@@ -61,6 +63,8 @@ struct WorkloadFile {
     run: Option<String>,
     #[serde(default)]
     sim: Option<PathBuf>,
+    #[serde(default)]
+    duration: Option<String>,
     #[serde(default)]
     setup: Option<String>,
     #[serde(default)]
@@ -126,8 +130,11 @@ pub enum Kind {
         timeout_s: f64,
         metric: Option<Metric>,
     },
-    /// A simulated workload (a spec file).
-    Sim { spec: PathBuf },
+    /// A simulated workload (a spec file), for the spec's duration or this one.
+    Sim {
+        spec: PathBuf,
+        duration_us: Option<u64>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -189,6 +196,9 @@ pub struct Suite {
     pub damo: Option<PathBuf>,
     pub damo_args: Vec<String>,
     pub drop_caches: bool,
+    /// The THP setting for every configuration but `thp` (which runs with
+    /// "always"); `None`: leave the system's.
+    pub thp: Option<String>,
     pub workloads: Vec<Workload>,
 }
 
@@ -228,6 +238,14 @@ impl Suite {
                 path,
                 format!("ops = {ops:?}: give one of {}", OPS.join(", ")),
             ));
+        }
+        if let Some(t) = &f.thp {
+            if !["always", "madvise", "never"].contains(&t.as_str()) {
+                return Err(bad(
+                    path,
+                    format!("thp = {t:?}: give always, madvise or never"),
+                ));
+            }
         }
         if f.workload.is_empty() {
             return Err(bad(path, "no [[workload]]: add at least one"));
@@ -286,7 +304,19 @@ impl Suite {
                             ),
                         ));
                     }
-                    Kind::Sim { spec: rel(&spec) }
+                    let duration_us = match &w.duration {
+                        None => None,
+                        Some(t) => Some(udamon_sim::units::parse_duration_us(t).map_err(|e| {
+                            bad(path, format!("workload {:?}: duration {t:?}: {e}", w.name))
+                        })?),
+                    };
+                    Kind::Sim { spec: rel(&spec), duration_us }
+                }
+                (Some(_), None) if w.duration.is_some() => {
+                    return Err(bad(
+                        path,
+                        format!("workload {:?}: `duration` is for simulated workloads; a command runs until it ends (see `timeout`)", w.name),
+                    ))
                 }
                 (Some(run), None) => {
                     let timeout_s = match &w.timeout {
@@ -382,6 +412,7 @@ impl Suite {
             }),
             damo_args: f.damo_args,
             drop_caches: f.drop_caches,
+            thp: f.thp,
             workloads,
         })
     }
@@ -562,6 +593,7 @@ mod tests {
             ("configs = [\"orig\"]\nrepeats = 0\n[[workload]]\nname = \"w\"\nrun = \"x\"", "repeats = 0"),
             ("configs = [\"orig\"]\nops = \"x\"\n[[workload]]\nname = \"w\"\nrun = \"x\"", "ops = \"x\""),
             ("configs = [\"orig\"]\n[[workload]]\nname = \"w\"\nsim = \"s.toml\"\nsetup = \"x\"", "`setup` is for commands"),
+            ("configs = [\"orig\"]\n[[workload]]\nname = \"w\"\nrun = \"x\"\nduration = \"1s\"", "`duration` is for simulated workloads"),
         ] {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(want), "{text:?}: {e}");

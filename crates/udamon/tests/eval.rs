@@ -197,7 +197,7 @@ fn the_thp_configuration_sets_always_for_the_run_and_restores_the_setting() {
     let s = suite(
         d.path(),
         &format!(
-            "repeats = 1\nconfigs = [\"orig\", \"thp\"]\n[[workload]]\nname = \"w\"\nrun = \"cat {}\"\n",
+            "repeats = 1\nthp = \"never\"\nconfigs = [\"orig\", \"thp\"]\n[[workload]]\nname = \"w\"\nrun = \"cat {}\"\n",
             thp.display()
         ),
     );
@@ -217,7 +217,7 @@ fn the_thp_configuration_sets_always_for_the_run_and_restores_the_setting() {
     let rs = results(&out);
     let by = |c: &str| rs.iter().find(|r| r["config"] == c).unwrap().clone();
     assert_eq!(by("thp")["thp"], "always");
-    assert_eq!(by("orig")["thp"], "madvise");
+    assert_eq!(by("orig")["thp"], "never");
     assert_eq!(
         std::fs::read_to_string(out.join("runs/w.thp.0.out"))
             .unwrap()

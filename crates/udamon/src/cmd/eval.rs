@@ -27,7 +27,13 @@ fn eval_err(e: udamon_eval::Error) -> anyhow::Error {
 struct Simulator;
 
 impl SimRunner for Simulator {
-    fn run(&mut self, spec: &Path, schemes: &[Damos], repeat: u32) -> Result<SimFigures, String> {
+    fn run(
+        &mut self,
+        spec: &Path,
+        duration_us: Option<u64>,
+        schemes: &[Damos],
+        repeat: u32,
+    ) -> Result<SimFigures, String> {
         let text = std::fs::read_to_string(spec).map_err(|e| format!("{}: {e}", spec.display()))?;
         let origin = spec.display().to_string();
         let w = udamon_sim::Workload::from_toml(&text, &origin).map_err(|e| e.to_string())?;
@@ -35,7 +41,7 @@ impl SimRunner for Simulator {
             spec_text: &text,
             origin: &origin,
             seed: Some(w.seed.unwrap_or(0) + u64::from(repeat)),
-            duration_us: None,
+            duration_us,
             attrs: Attrs::default(),
             kind: MonitorKind::Adaptive,
             schemes: schemes.to_vec(),
