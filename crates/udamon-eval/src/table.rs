@@ -28,67 +28,29 @@ pub enum Unit {
 }
 
 pub const FIGURES: &[Figure] = &[
-    Figure {
-        key: "runtime",
-        unit: Unit::Seconds,
-        get: |r| r.runtime_s,
-    },
-    Figure {
-        key: "metric",
-        unit: Unit::Plain,
-        get: |r| r.metric,
-    },
-    Figure {
-        key: "rss.avg",
-        unit: Unit::Kb,
-        get: |r| r.rss_avg_kb,
-    },
-    Figure {
-        key: "rss.peak",
-        unit: Unit::Kb,
-        get: |r| r.rss_peak_kb.map(|v| v as f64),
-    },
-    Figure {
-        key: "memused.avg",
-        unit: Unit::Kb,
-        get: |r| r.mem_used_avg_kb,
-    },
-    Figure {
-        key: "monitor_cpu_s",
-        unit: Unit::Seconds,
-        get: |r| r.monitor_cpu_s,
-    },
-    Figure {
-        key: "kdamond_cpu_s",
-        unit: Unit::Seconds,
-        get: |r| r.kdamond_cpu_s,
-    },
-    Figure {
-        key: "pgmajfaults",
-        unit: Unit::Count,
-        get: |r| r.pgmajfault.map(|v| v as f64),
-    },
-    Figure {
-        key: "psi_mem_some_us",
-        unit: Unit::Micros,
-        get: |r| r.psi_some_us.map(|v| v as f64),
-    },
-    Figure {
-        key: "psi_mem_full_us",
-        unit: Unit::Micros,
-        get: |r| r.psi_full_us.map(|v| v as f64),
-    },
-    Figure {
-        key: "pswpin",
-        unit: Unit::Count,
-        get: |r| r.pswpin.map(|v| v as f64),
-    },
-    Figure {
-        key: "pswpout",
-        unit: Unit::Count,
-        get: |r| r.pswpout.map(|v| v as f64),
-    },
+    fig("runtime", Unit::Seconds, |r| r.runtime_s),
+    fig("metric", Unit::Plain, |r| r.metric),
+    fig("rss.avg", Unit::Kb, |r| r.rss_avg_kb),
+    fig("rss.peak", Unit::Kb, |r| r.rss_peak_kb.map(|v| v as f64)),
+    fig("memused.avg", Unit::Kb, |r| r.mem_used_avg_kb),
+    fig("monitor_cpu_s", Unit::Seconds, |r| r.monitor_cpu_s),
+    fig("kdamond_cpu_s", Unit::Seconds, |r| r.kdamond_cpu_s),
+    fig("pgmajfaults", Unit::Count, |r| {
+        r.pgmajfault.map(|v| v as f64)
+    }),
+    fig("psi_mem_some_us", Unit::Micros, |r| {
+        r.psi_some_us.map(|v| v as f64)
+    }),
+    fig("psi_mem_full_us", Unit::Micros, |r| {
+        r.psi_full_us.map(|v| v as f64)
+    }),
+    fig("pswpin", Unit::Count, |r| r.pswpin.map(|v| v as f64)),
+    fig("pswpout", Unit::Count, |r| r.pswpout.map(|v| v as f64)),
 ];
+
+const fn fig(key: &'static str, unit: Unit, get: fn(&RunResult) -> Option<f64>) -> Figure {
+    Figure { key, unit, get }
+}
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Stats {

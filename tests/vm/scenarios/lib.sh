@@ -301,10 +301,22 @@ run_eval() {
     # given as the guest sees it (/host/tmp/...) and mapped to the chroot's.
     DAMO=$(sed -n 's/^damo=//p' /run/udamon-host)
     if [ -n "$DAMO" ] && [ -x "$H$DAMO" ]; then
+        # damo sometimes leaves its kdamond behind, turned off, when it
+        # stops (`damo stop` does the same); udamon rightly refuses a
+        # kdamond it did not create, so the wrapper removes an all-off set
+        # after damo ends (in this throw-away guest only). SIGINT reaches
+        # damo (the monitor's process group) while the wrapper waits.
         cat > /tmp/damo <<EOS
 #!/bin/sh
 n=0; for a in "\$@"; do n=\$((n+1)); case \$a in /host/*) a=\${a#/host};; esac; set -- "\$@" "\$a"; done; shift \$n
-exec chroot $H /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/tmp PYTHONDONTWRITEBYTECODE=1 TMPDIR=/tmp "$DAMO" "\$@"
+trap : INT TERM
+chroot $H /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/tmp PYTHONDONTWRITEBYTECODE=1 TMPDIR=/tmp "$DAMO" "\$@"
+rc=\$?
+k=/sys/kernel/mm/damon/admin/kdamonds
+if [ "\$(cat \$k/nr_kdamonds 2>/dev/null)" != 0 ] && ! grep -qvx off \$k/*/state 2>/dev/null; then
+    echo 0 > \$k/nr_kdamonds && echo "eval: removed the kdamond damo left (off)" >&2
+fi
+exit \$rc
 EOS
         chmod +x /tmp/damo
     fi
