@@ -88,6 +88,19 @@ pub fn run(a: EvalArgs) -> Result<()> {
     let udamon =
         std::env::current_exe().context("cannot find udamon's own binary for the monitors")?;
     let thp_path = a.root.join("sys/kernel/mm/transparent_hugepage/enabled");
+    // Each run restores the THP setting it changed; a second signal exits
+    // at once, so it restores the setting the evaluation started with.
+    let touches_thp = suite.thp.is_some()
+        || suite
+            .configs
+            .iter()
+            .any(|(_, c)| matches!(c, udamon_eval::Config::Thp));
+    if let Some(mode) = udamon_eval::run::thp_mode(&thp_path).filter(|_| touches_thp) {
+        let p = thp_path.clone();
+        crate::stop::on_force(Some(Box::new(move || {
+            let _ = std::fs::write(&p, &mode);
+        })));
+    }
     let machine = Machine {
         udamon: &udamon,
         damo: udamon_eval::find_damo(&suite),
