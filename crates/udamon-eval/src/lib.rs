@@ -93,7 +93,8 @@ pub enum Outcome {
 pub struct Machine<'a> {
     pub udamon: &'a Path,
     pub damo: Option<PathBuf>,
-    pub proc_root: &'a Path,
+    /// Where /proc is read ("/" but in tests).
+    pub root: &'a Path,
     pub thp_path: &'a Path,
     pub stop: &'a dyn Fn() -> bool,
 }
@@ -151,32 +152,26 @@ pub fn evaluate(
     sim: &mut dyn SimRunner,
     progress: &mut dyn FnMut(Event),
 ) -> Result<Outcome, Error> {
-    for name in &opts.only_workloads {
-        if !suite.workloads.iter().any(|w| &w.name == name) {
-            return Err(Error::Usage(format!(
-                "--workload {name}: the suite has no such workload (it has {})",
-                suite
-                    .workloads
-                    .iter()
-                    .map(|w| w.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-    }
-    for name in &opts.only_configs {
-        if !suite.configs.iter().any(|(c, _)| c == name) {
-            return Err(Error::Usage(format!(
-                "--config {name}: the suite has no such configuration (it has {})",
-                suite
-                    .configs
-                    .iter()
-                    .map(|(c, _)| c.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-    }
+    known(
+        "--workload",
+        "workload",
+        &opts.only_workloads,
+        &suite
+            .workloads
+            .iter()
+            .map(|w| w.name.as_str())
+            .collect::<Vec<_>>(),
+    )?;
+    known(
+        "--config",
+        "configuration",
+        &opts.only_configs,
+        &suite
+            .configs
+            .iter()
+            .map(|(c, _)| c.as_str())
+            .collect::<Vec<_>>(),
+    )?;
     let wanted = |list: &[String], name: &str| list.is_empty() || list.iter().any(|x| x == name);
     let todo: Vec<(usize, usize, u32)> =
         plan(suite.workloads.len(), suite.configs.len(), suite.repeats)
@@ -198,7 +193,7 @@ pub fn evaluate(
         udamon: machine.udamon,
         damo: damo.as_deref(),
         stop: machine.stop,
-        proc_root: machine.proc_root,
+        root: machine.root,
         thp_path: machine.thp_path,
     };
     let total = todo.len();
@@ -233,6 +228,17 @@ pub fn evaluate(
         });
     }
     Ok(Outcome::Finished)
+}
+
+/// Refuses a `flag` value naming no `what` of the suite.
+fn known(flag: &str, what: &str, asked: &[String], have: &[&str]) -> Result<(), Error> {
+    match asked.iter().find(|a| !have.contains(&a.as_str())) {
+        None => Ok(()),
+        Some(a) => Err(Error::Usage(format!(
+            "{flag} {a}: the suite has no such {what} (it has {})",
+            have.join(", ")
+        ))),
+    }
 }
 
 fn sim_run(

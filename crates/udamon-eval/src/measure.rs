@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use udamon_proc::{clock_ticks_per_s, proc_field, ProcStat};
+
 /// The kernel's cumulative counters read at the start and the end of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Counters {
@@ -23,23 +25,14 @@ pub struct Counters {
 }
 
 impl Counters {
-    pub fn read(proc_root: &Path) -> Counters {
+    pub fn read(root: &Path) -> Counters {
         let mut c = Counters::default();
-        if let Ok(t) = std::fs::read_to_string(proc_root.join("vmstat")) {
-            for l in t.lines() {
-                let mut it = l.split_whitespace();
-                let (Some(k), Some(v)) = (it.next(), it.next().and_then(|v| v.parse().ok())) else {
-                    continue;
-                };
-                match k {
-                    "pgmajfault" => c.pgmajfault = Some(v),
-                    "pswpin" => c.pswpin = Some(v),
-                    "pswpout" => c.pswpout = Some(v),
-                    _ => {}
-                }
-            }
+        if let Ok(t) = std::fs::read_to_string(root.join("proc/vmstat")) {
+            c.pgmajfault = proc_field(&t, "pgmajfault");
+            c.pswpin = proc_field(&t, "pswpin");
+            c.pswpout = proc_field(&t, "pswpout");
         }
-        if let Ok(t) = std::fs::read_to_string(proc_root.join("pressure/memory")) {
+        if let Ok(t) = std::fs::read_to_string(root.join("proc/pressure/memory")) {
             for l in t.lines() {
                 let total = l
                     .split_whitespace()
@@ -69,49 +62,9 @@ impl Counters {
 }
 
 /// `MemTotal - MemFree` in kB, as damon-tests computes "memory used".
-pub fn mem_used_kb(proc_root: &Path) -> Option<u64> {
-    let t = std::fs::read_to_string(proc_root.join("meminfo")).ok()?;
-    let field = |name: &str| {
-        t.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-    };
-    Some(field("MemTotal:")?.saturating_sub(field("MemFree:")?))
-}
-
-/// One process's line of /proc/PID/stat, the fields we use.
-#[derive(Debug, Clone)]
-pub struct Stat {
-    pub comm: String,
-    pub ppid: u32,
-    /// utime + stime, in clock ticks.
-    pub cpu_ticks: u64,
-    pub start_ticks: u64,
-}
-
-pub fn stat(proc_root: &Path, pid: u32) -> Option<Stat> {
-    let t = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
-    let open = t.find('(')?;
-    let close = t.rfind(')')?;
-    let comm = t[open + 1..close].to_string();
-    let f: Vec<&str> = t[close + 1..].split_whitespace().collect();
-    // After the comm: state(0) ppid(1) ... utime(11) stime(12) ... starttime(19).
-    Some(Stat {
-        comm,
-        ppid: f.get(1)?.parse().ok()?,
-        cpu_ticks: f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?,
-        start_ticks: f.get(19)?.parse().ok()?,
-    })
-}
-
-pub fn ticks_per_s() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
+pub fn mem_used_kb(root: &Path) -> Option<u64> {
+    let t = std::fs::read_to_string(root.join("proc/meminfo")).ok()?;
+    Some(proc_field(&t, "MemTotal:")?.saturating_sub(proc_field(&t, "MemFree:")?))
 }
 
 fn page_kb() -> u64 {
@@ -124,27 +77,34 @@ fn page_kb() -> u64 {
     }
 }
 
+/// proc(5)'s numbers of the `/proc/PID/stat` fields used here.
+const PPID: usize = 4;
+const UTIME: usize = 14;
+const STIME: usize = 15;
+const STARTTIME: usize = 22;
+
+fn cpu_ticks(s: &ProcStat) -> Option<u64> {
+    Some(s.field(UTIME)? + s.field(STIME)?)
+}
+
 /// Every process's stat, by pid.
-pub fn all_stats(proc_root: &Path) -> HashMap<u32, Stat> {
-    let mut out = HashMap::new();
-    let Ok(dir) = std::fs::read_dir(proc_root) else {
-        return out;
+pub fn all_stats(root: &Path) -> HashMap<u32, ProcStat> {
+    let Ok(dir) = std::fs::read_dir(root.join("proc")) else {
+        return HashMap::new();
     };
-    for e in dir.flatten() {
-        if let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
-            if let Some(s) = stat(proc_root, pid) {
-                out.insert(pid, s);
-            }
-        }
-    }
-    out
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, ProcStat::read(root, pid)?)))
+        .collect()
 }
 
 /// `root` and its descendants, from one reading of every process.
-pub fn tree(stats: &HashMap<u32, Stat>, root: u32) -> Vec<u32> {
+pub fn tree(stats: &HashMap<u32, ProcStat>, root: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     for (&pid, s) in stats {
-        children.entry(s.ppid).or_default().push(pid);
+        if let Some(ppid) = s.field(PPID) {
+            children.entry(ppid as u32).or_default().push(pid);
+        }
     }
     let mut out = vec![root];
     let mut i = 0;
@@ -162,27 +122,27 @@ pub fn tree(stats: &HashMap<u32, Stat>, root: u32) -> Vec<u32> {
 }
 
 /// Resident kB of a process (statm's second field).
-pub fn rss_kb(proc_root: &Path, pid: u32) -> Option<u64> {
-    let t = std::fs::read_to_string(proc_root.join(pid.to_string()).join("statm")).ok()?;
+pub fn rss_kb(root: &Path, pid: u32) -> Option<u64> {
+    let t = std::fs::read_to_string(root.join(format!("proc/{pid}/statm"))).ok()?;
     let pages: u64 = t.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * page_kb())
 }
 
 /// Processes named `name` (their comm, or the file name of argv[0]), newest first.
-pub fn find_by_name(proc_root: &Path, name: &str) -> Vec<u32> {
+pub fn find_by_name(root: &Path, name: &str) -> Vec<u32> {
+    // The kernel cuts comm at 15 bytes.
+    let comm = name.get(..15).unwrap_or(name);
     let mut found: Vec<(u64, u32)> = Vec::new();
-    for (pid, s) in all_stats(proc_root) {
-        let argv0 = std::fs::read(proc_root.join(pid.to_string()).join("cmdline"))
+    for (pid, s) in all_stats(root) {
+        let argv0 = std::fs::read(root.join(format!("proc/{pid}/cmdline")))
             .ok()
             .and_then(|c| {
                 let first = c.split(|b| *b == 0).next()?.to_vec();
                 let s = String::from_utf8(first).ok()?;
                 Some(s.rsplit('/').next()?.to_string())
             });
-        // The kernel cuts comm at 15 bytes.
-        let comm_match = s.comm == name || (name.len() > 15 && s.comm == name[..15]);
-        if comm_match || argv0.as_deref() == Some(name) {
-            found.push((s.start_ticks, pid));
+        if s.comm == comm || argv0.as_deref() == Some(name) {
+            found.push((s.field(STARTTIME).unwrap_or(0), pid));
         }
     }
     found.sort_unstable_by(|a, b| b.cmp(a));
@@ -215,7 +175,7 @@ impl Samples {
             return None;
         }
         // A thread first seen mid-run started then: its count starts at 0.
-        Some(self.kdamond_ticks.values().sum::<u64>() as f64 / ticks_per_s())
+        Some(self.kdamond_ticks.values().sum::<u64>() as f64 / clock_ticks_per_s())
     }
 }
 
@@ -234,11 +194,11 @@ pub struct Sampler {
 impl Sampler {
     /// Starts sampling; kdamond threads already running now are not counted
     /// (they belong to someone else).
-    pub fn start(proc_root: PathBuf, interval: Duration) -> Sampler {
+    pub fn start(root: PathBuf, interval: Duration) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let target: Arc<Mutex<Option<u32>>> = Arc::new(Mutex::new(None));
         let out = Arc::new(Mutex::new(Samples::default()));
-        let before: HashSet<u32> = kdamonds(&all_stats(&proc_root)).into_keys().collect();
+        let before: HashSet<u32> = kdamonds(&all_stats(&root)).into_keys().collect();
         let (s, t, o) = (stop.clone(), target.clone(), out.clone());
         let thread = std::thread::spawn(move || {
             let step = Duration::from_millis(50);
@@ -246,17 +206,18 @@ impl Sampler {
             while !s.load(Ordering::SeqCst) {
                 if std::time::Instant::now() >= next {
                     next += interval;
-                    let stats = all_stats(&proc_root);
+                    let stats = all_stats(&root);
+                    // The target's tree, while the target lives.
                     let tgt = *t.lock().unwrap_or_else(|e| e.into_inner());
-                    let rss = tgt.map(|p| {
+                    let rss: Option<u64> = tgt.filter(|p| stats.contains_key(p)).map(|p| {
                         tree(&stats, p)
                             .iter()
-                            .filter_map(|&q| rss_kb(&proc_root, q))
+                            .filter_map(|&q| rss_kb(&root, q))
                             .sum()
                     });
-                    let used = mem_used_kb(&proc_root);
+                    let used = mem_used_kb(&root);
                     let mut o = o.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(r) = rss.filter(|_| tgt.is_some_and(|p| stats.contains_key(&p))) {
+                    if let Some(r) = rss {
                         o.rss_kb.push(r);
                     }
                     if let Some(u) = used {
@@ -300,11 +261,11 @@ impl Drop for Sampler {
 }
 
 /// kdamond threads and their CPU ticks.
-fn kdamonds(stats: &HashMap<u32, Stat>) -> HashMap<u32, u64> {
+fn kdamonds(stats: &HashMap<u32, ProcStat>) -> HashMap<u32, u64> {
     stats
         .iter()
         .filter(|(_, s)| s.comm.starts_with("kdamond"))
-        .map(|(&p, s)| (p, s.cpu_ticks))
+        .filter_map(|(&p, s)| Some((p, cpu_ticks(s)?)))
         .collect()
 }
 
@@ -315,14 +276,14 @@ mod tests {
     #[test]
     fn counters_are_read_and_subtracted() {
         let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("proc/pressure")).unwrap();
         std::fs::write(
-            d.path().join("vmstat"),
+            d.path().join("proc/vmstat"),
             "nr_free_pages 1\npgmajfault 10\npswpin 3\npswpout 4\n",
         )
         .unwrap();
-        std::fs::create_dir(d.path().join("pressure")).unwrap();
         std::fs::write(
-            d.path().join("pressure/memory"),
+            d.path().join("proc/pressure/memory"),
             "some avg10=0.00 avg60=0.00 avg300=0.00 total=500\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=200\n",
         )
         .unwrap();
@@ -330,7 +291,7 @@ mod tests {
         assert_eq!(a.pgmajfault, Some(10));
         assert_eq!(a.psi_full_us, Some(200));
         std::fs::write(
-            d.path().join("vmstat"),
+            d.path().join("proc/vmstat"),
             "pgmajfault 25\npswpin 3\npswpout 9\n",
         )
         .unwrap();
@@ -340,7 +301,7 @@ mod tests {
             (Some(15), Some(0), Some(5), Some(0))
         );
         std::fs::write(
-            d.path().join("meminfo"),
+            d.path().join("proc/meminfo"),
             "MemTotal:  1000 kB\nMemFree:   300 kB\n",
         )
         .unwrap();
@@ -354,10 +315,10 @@ mod tests {
             .arg("5")
             .spawn()
             .unwrap();
-        let stats = all_stats(Path::new("/proc"));
+        let stats = all_stats(Path::new("/"));
         assert!(tree(&stats, me).contains(&child.id()));
-        assert!(rss_kb(Path::new("/proc"), me).unwrap() > 0);
-        assert!(find_by_name(Path::new("/proc"), "sleep").contains(&child.id()));
+        assert!(rss_kb(Path::new("/"), me).unwrap() > 0);
+        assert!(find_by_name(Path::new("/"), "sleep").contains(&child.id()));
         let _ = child.kill();
         let _ = child.wait();
     }

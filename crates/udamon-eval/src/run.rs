@@ -23,7 +23,8 @@ pub struct Ctx<'a> {
     pub damo: Option<&'a Path>,
     /// Whether the user asked to stop.
     pub stop: &'a dyn Fn() -> bool,
-    pub proc_root: &'a Path,
+    /// Where /proc is read ("/" but in tests).
+    pub root: &'a Path,
     /// The THP switch (`thp` configuration).
     pub thp_path: &'a Path,
 }
@@ -246,7 +247,7 @@ pub fn run(
     if ctx.suite.drop_caches {
         // SAFETY: sync(2) has no preconditions.
         unsafe { libc::sync() };
-        if let Err(e) = std::fs::write(ctx.proc_root.join("sys/vm/drop_caches"), "3") {
+        if let Err(e) = std::fs::write(ctx.root.join("proc/sys/vm/drop_caches"), "3") {
             r.fail(format!(
                 "drop_caches = true: cannot write /proc/sys/vm/drop_caches: {e} (run as root)"
             ));
@@ -294,8 +295,8 @@ pub fn run(
         }
     }
 
-    let c0 = Counters::read(ctx.proc_root);
-    let sampler = Sampler::start(ctx.proc_root.to_path_buf(), Duration::from_secs(1));
+    let c0 = Counters::read(ctx.root);
+    let sampler = Sampler::start(ctx.root.to_path_buf(), Duration::from_secs(1));
     let t0 = Instant::now();
     let mut child = Child::spawn(sh(run, cwd, &f("out"), &f("err"))?, "the run command")?;
 
@@ -304,13 +305,13 @@ pub fn run(
         Some(name) => {
             let mut found = None;
             while found.is_none() && t0.elapsed() < TARGET_WAIT && !child.poll() && !(ctx.stop)() {
-                found = measure::find_by_name(ctx.proc_root, name).first().copied();
+                found = measure::find_by_name(ctx.root, name).first().copied();
                 if found.is_none() {
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }
             if found.is_none() {
-                found = measure::find_by_name(ctx.proc_root, name).first().copied();
+                found = measure::find_by_name(ctx.root, name).first().copied();
             }
             found
         }
@@ -363,7 +364,7 @@ pub fn run(
         r.monitor_cpu_s = m.cpu_s();
     }
     let samples = sampler.finish();
-    let c1 = Counters::read(ctx.proc_root).since(&c0);
+    let c1 = Counters::read(ctx.root).since(&c0);
     teardown_now(&mut r);
     if interrupted {
         return Ok(Err(Interrupted));

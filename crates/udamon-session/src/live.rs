@@ -407,10 +407,9 @@ pub fn rss_swap_kb(root: &Path, pid: u32) -> (Option<u64>, Option<u64>) {
 /// CPU seconds (user + system: stat fields 14 and 15) of a thread or
 /// process.
 pub fn stat_cpu_s(root: &Path, pid: u32) -> Option<f64> {
-    let ticks = udamon_proc::stat_field(root, pid, 14)? + udamon_proc::stat_field(root, pid, 15)?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some(ticks as f64 / hz)
+    let st = udamon_proc::ProcStat::read(root, pid)?;
+    let ticks = st.field(14)? + st.field(15)?;
+    Some(ticks as f64 / udamon_proc::clock_ticks_per_s())
 }
 
 /// The pid of kdamond 0's thread, when it runs.

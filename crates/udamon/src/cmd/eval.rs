@@ -104,7 +104,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
     let machine = Machine {
         udamon: &udamon,
         damo: udamon_eval::find_damo(&suite),
-        proc_root: Path::new("/proc"),
+        root: Path::new("/"),
         thp_path: &thp_path,
         stop: &crate::stop::requested,
     };
