@@ -4,10 +4,10 @@
 //! Reads and writes must be whole, aligned words.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::pagemap::{contiguous_runs, read_full_at};
+use crate::batch::{read_many, write_many};
+use crate::pagemap::{contiguous_runs, read_words};
 use crate::ProcError;
 
 /// `ROOT/sys/kernel/mm/page_idle/bitmap`.
@@ -41,46 +41,30 @@ impl IdleBitmap {
     }
 
     /// Marks `pfns` idle: one word per 64 PFNs holding just their bits, one
-    /// `pwrite` per run of contiguous words.
+    /// write per run of contiguous words, all in one batch
+    /// ([`crate::batch`]).
     pub fn set_idle(&self, pfns: &[u64]) -> Result<(), ProcError> {
         let words = group_words(pfns);
         let idx: Vec<u64> = words.iter().map(|w| w.0).collect();
-        let mut buf = Vec::new();
+        let buf: Vec<u8> = words.iter().flat_map(|w| w.1.to_ne_bytes()).collect();
+        let mut reqs: Vec<(u64, &[u8])> = Vec::new();
         let mut at = 0;
         for run in contiguous_runs(&idx) {
-            buf.clear();
-            for (_, bits) in &words[at..at + run.len()] {
-                buf.extend_from_slice(&bits.to_ne_bytes());
-            }
+            reqs.push((run[0] * 8, &buf[at * 8..(at + run.len()) * 8]));
             at += run.len();
-            self.file
-                .write_all_at(&buf, run[0] * 8)
-                .map_err(|e| ProcError::io("writing", &self.path, e))?;
         }
-        Ok(())
+        write_many(&self.file, &reqs).map_err(|e| ProcError::io("writing", &self.path, e))
     }
 
-    /// Whether each of `pfns` is still idle, in the order given; one `pread`
-    /// per run of contiguous words. PFNs past the end read as not idle.
+    /// Whether each of `pfns` is still idle, in the order given; one read
+    /// per run of contiguous words, all in one batch. PFNs past the end
+    /// read as not idle.
     pub fn is_idle(&self, pfns: &[u64]) -> Result<Vec<bool>, ProcError> {
-        let words = group_words(pfns);
-        let idx: Vec<u64> = words.iter().map(|w| w.0).collect();
-        let mut vals = vec![0u64; idx.len()];
-        let mut buf = Vec::new();
-        let mut at = 0;
-        for run in contiguous_runs(&idx) {
-            buf.clear();
-            buf.resize(run.len() * 8, 0);
-            let got = read_full_at(&self.file, &mut buf, run[0] * 8)
-                .map_err(|e| ProcError::io("reading", &self.path, e))?;
-            for i in 0..run.len() {
-                if (i + 1) * 8 <= got {
-                    let w: [u8; 8] = buf[i * 8..i * 8 + 8].try_into().expect("8 bytes");
-                    vals[at + i] = u64::from_ne_bytes(w);
-                }
-            }
-            at += run.len();
-        }
+        let mut idx: Vec<u64> = pfns.iter().map(|p| p / 64).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        let vals =
+            read_words(&self.file, &idx).map_err(|e| ProcError::io("reading", &self.path, e))?;
         Ok(pfns
             .iter()
             .map(|p| {
@@ -169,20 +153,11 @@ impl KpageFlags {
         }
     }
 
-    fn read(&self, first: u64, n: usize) -> Result<Vec<u64>, ProcError> {
-        let mut buf = vec![0u8; n * 8];
-        let got = read_full_at(&self.file, &mut buf, first * 8)
-            .map_err(|e| ProcError::io("reading", &self.path, e))?;
-        Ok(buf[..got - got % 8]
-            .chunks_exact(8)
-            .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
-            .collect())
-    }
-
     /// The head PFN of each PFN's folio (the PFN itself when it is not a
     /// tail page). `vaddrs[i]` is where `pfns[i]` is mapped: a PMD-mapped
-    /// huge page is aligned alike in both spaces, so its head is tried
-    /// first with one read; other tails scan back at most 4 KiB of flags.
+    /// huge page is aligned alike in both spaces, so its head is read
+    /// with the page's own flags; other tails scan back at most 4 KiB of
+    /// flags.
     pub fn heads(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<u64>, ProcError> {
         Ok(self
             .heads_with_flags(pfns, vaddrs)?
@@ -203,36 +178,55 @@ impl KpageFlags {
             .collect())
     }
 
-    /// (head, the head's flags) of each PFN: one read for a page that is
-    /// not a tail, two for a PMD-mapped tail, a 4 KiB scan otherwise.
+    /// (head, the head's flags) of each PFN: one batch of reads for every
+    /// PFN's flags and, where the page sits in its 2 MiB like its virtual
+    /// address does (the mark of a PMD-mapped huge page, whose head is
+    /// aligned alike in both spaces), the flags of that head; one more for
+    /// the 4 KiB scans of tails whose head was elsewhere.
     fn heads_with_flags(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<(u64, u64)>, ProcError> {
-        let flags = |pfn: u64| -> Result<u64, ProcError> {
-            Ok(self.read(pfn, 1)?.first().copied().unwrap_or(0))
+        let err = |e| ProcError::io("reading", &self.path, e);
+        let guess = |i: usize| {
+            let offset = vaddrs.get(i).map_or(0, |v| v / 4096 % MAX_FOLIO_PAGES);
+            (offset > 0 && pfns[i] % MAX_FOLIO_PAGES == offset).then(|| pfns[i] - offset)
         };
-        let mut out = Vec::with_capacity(pfns.len());
-        for (i, &pfn) in pfns.iter().enumerate() {
-            let f = flags(pfn)?;
-            if f & KPF_COMPOUND_TAIL == 0 {
-                out.push((pfn, f));
+        let mut wanted: Vec<u64> = pfns.to_vec();
+        wanted.extend((0..pfns.len()).filter_map(guess));
+        wanted.sort_unstable();
+        wanted.dedup();
+        let words = read_words(&self.file, &wanted).map_err(err)?;
+        let flags_of = |p: u64| words[wanted.binary_search(&p).expect("read")];
+        let mut out: Vec<(u64, u64)> = pfns.iter().map(|&p| (p, flags_of(p))).collect();
+        let mut missed = Vec::new();
+        for (i, o) in out.iter_mut().enumerate() {
+            if o.1 & KPF_COMPOUND_TAIL == 0 {
                 continue;
             }
-            let offset = vaddrs.get(i).map_or(0, |v| v / 4096 % MAX_FOLIO_PAGES);
-            let guess = pfn.saturating_sub(offset);
-            if offset > 0 {
-                let g = flags(guess)?;
-                if g & KPF_COMPOUND_HEAD != 0 {
-                    out.push((guess, g));
-                    continue;
-                }
+            match guess(i).map(|g| (g, flags_of(g))) {
+                Some((g, gf)) if gf & KPF_COMPOUND_HEAD != 0 => *o = (g, gf),
+                _ => missed.push(i),
             }
-            let base = pfn - pfn % MAX_FOLIO_PAGES;
-            let block = self.read(base, (pfn - base) as usize + 1)?;
-            out.push(
-                block
-                    .iter()
-                    .rposition(|f| f & KPF_COMPOUND_HEAD != 0)
-                    .map_or((pfn, f), |i| (base + i as u64, block[i])),
-            );
+        }
+        // The others scan back to the folio's natural alignment.
+        let mut blocks: Vec<Vec<u8>> = missed
+            .iter()
+            .map(|&i| vec![0u8; (pfns[i] % MAX_FOLIO_PAGES) as usize * 8 + 8])
+            .collect();
+        let mut reqs: Vec<(u64, &mut [u8])> = missed
+            .iter()
+            .zip(blocks.iter_mut())
+            .map(|(&i, b)| ((pfns[i] - pfns[i] % MAX_FOLIO_PAGES) * 8, &mut b[..]))
+            .collect();
+        let got = read_many(&self.file, &mut reqs).map_err(err)?;
+        drop(reqs);
+        for ((&i, block), n) in missed.iter().zip(&blocks).zip(got) {
+            let base = pfns[i] - pfns[i] % MAX_FOLIO_PAGES;
+            let words: Vec<u64> = block[..n - n % 8]
+                .chunks_exact(8)
+                .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+                .collect();
+            if let Some(h) = words.iter().rposition(|f| f & KPF_COMPOUND_HEAD != 0) {
+                out[i] = (base + h as u64, words[h]);
+            }
         }
         Ok(out)
     }
@@ -256,6 +250,7 @@ fn group_words(pfns: &[u64]) -> Vec<(u64, u64)> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
 
     /// A zeroed fake bitmap covering `nr_pfns`.
     pub(crate) fn fake_bitmap(root: &Path, nr_pfns: u64) {

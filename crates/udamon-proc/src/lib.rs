@@ -4,9 +4,11 @@
 //! running process instead of the simulator. [`maps`] reads
 //! `/proc/PID/maps` (and hands the mappings to
 //! [`udamon_core::vaddr::monitoring_ranges`] for the three regions),
-//! [`pagemap`] translates virtual pages to PFNs with one `pread` per run of
+//! [`pagemap`] translates virtual pages to PFNs with one read per run of
 //! contiguous pages, [`idle`] reads and writes the idle page bitmap by PFN,
-//! and [`ProcOps`] puts them together as an [`udamon_core::Operations`].
+//! [`batch`] hands each such set of reads or writes to the kernel in one
+//! io_uring submission, and [`ProcOps`] puts them together as an
+//! [`udamon_core::Operations`].
 //! Collaborators: `udamon-core` (the engine and the trait) below, the
 //! `udamon` binary (picks this backend, paces the engine by a real clock)
 //! above. Every reader takes a root path ("/" in production), so tests run
@@ -20,7 +22,7 @@
 //! // A fake process 7 whose page 0x10 is present at PFN 5.
 //! std::fs::create_dir_all(root.path().join("proc/7")).unwrap();
 //! let pm = std::fs::File::create(root.path().join("proc/7/pagemap")).unwrap();
-//! pm.write_all_at(&(PagemapEntry::PRESENT | 5).to_le_bytes(), 0x10 * 8).unwrap();
+//! pm.write_all_at(&(PagemapEntry::PRESENT | 5).to_ne_bytes(), 0x10 * 8).unwrap();
 //! // A fake idle bitmap for 64 PFNs.
 //! std::fs::create_dir_all(root.path().join("sys/kernel/mm/page_idle")).unwrap();
 //! std::fs::write(root.path().join("sys/kernel/mm/page_idle/bitmap"), [0u8; 8]).unwrap();
@@ -33,6 +35,7 @@
 //! ```
 
 pub mod act;
+pub mod batch;
 mod error;
 pub mod idle;
 pub mod maps;

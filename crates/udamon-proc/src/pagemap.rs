@@ -89,37 +89,22 @@ impl Pagemap {
     }
 
     /// The entries of the pages holding `addrs`, in the order given. Pages
-    /// are read with one `pread` per run of contiguous pages; pages past the
-    /// end of the file read as empty entries (not present).
+    /// are read with one request per run of contiguous pages, all in one
+    /// batch ([`crate::batch`]); pages past the end of the file read as
+    /// empty entries (not present).
     pub fn entries(&self, addrs: &[u64]) -> Result<Vec<PagemapEntry>, ProcError> {
         let mut pages: Vec<u64> = addrs.iter().map(|a| a / PAGE_SZ).collect();
         pages.sort_unstable();
         pages.dedup();
-        let mut found: Vec<(u64, PagemapEntry)> = Vec::with_capacity(pages.len());
-        let mut buf = Vec::new();
-        for run in contiguous_runs(&pages) {
-            let (first, n) = (run[0], run.len());
-            buf.clear();
-            buf.resize(n * 8, 0);
-            let got = read_full_at(&self.file, &mut buf, first * 8)
-                .map_err(|e| ProcError::io("reading", &self.path, e))?;
-            for (i, &page) in run.iter().enumerate() {
-                let e = if (i + 1) * 8 <= got {
-                    let w: [u8; 8] = buf[i * 8..i * 8 + 8].try_into().expect("8 bytes");
-                    PagemapEntry(u64::from_le_bytes(w))
-                } else {
-                    PagemapEntry(0)
-                };
-                found.push((page, e));
-            }
-        }
+        let words =
+            read_words(&self.file, &pages).map_err(|e| ProcError::io("reading", &self.path, e))?;
         Ok(addrs
             .iter()
             .map(|a| {
-                let i = found
-                    .binary_search_by_key(&(a / PAGE_SZ), |x| x.0)
+                let i = pages
+                    .binary_search(&(a / PAGE_SZ))
                     .expect("every page was read");
-                found[i].1
+                PagemapEntry(words[i])
             })
             .collect())
     }
@@ -150,6 +135,37 @@ pub(crate) fn contiguous_runs(sorted: &[u64]) -> impl Iterator<Item = &[u64]> {
     sorted.chunk_by(|a, b| *b == *a + 1)
 }
 
+/// The 64-bit words at indices `sorted` (sorted, unique) of a file of
+/// such words: one request per run of consecutive indices, all in one
+/// batch. Words past the end of the file read as 0.
+pub(crate) fn read_words(file: &File, sorted: &[u64]) -> std::io::Result<Vec<u64>> {
+    let mut buf = vec![0u8; sorted.len() * 8];
+    let runs: Vec<&[u64]> = contiguous_runs(sorted).collect();
+    let mut reqs: Vec<(u64, &mut [u8])> = Vec::with_capacity(runs.len());
+    let mut rest = &mut buf[..];
+    for run in &runs {
+        let (head, tail) = rest.split_at_mut(run.len() * 8);
+        reqs.push((run[0] * 8, head));
+        rest = tail;
+    }
+    let got = crate::batch::read_many(file, &mut reqs)?;
+    drop(reqs);
+    let mut words = Vec::with_capacity(sorted.len());
+    let mut at = 0;
+    for (run, n) in runs.iter().zip(got) {
+        for i in 0..run.len() {
+            let b = &buf[(at + i) * 8..(at + i) * 8 + 8];
+            words.push(if (i + 1) * 8 <= n {
+                u64::from_ne_bytes(b.try_into().expect("8 bytes"))
+            } else {
+                0
+            });
+        }
+        at += run.len();
+    }
+    Ok(words)
+}
+
 /// `pread` until `buf` is full or end of file; returns the bytes read.
 pub(crate) fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
     let mut done = 0;
@@ -174,7 +190,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let f = File::create(dir.join("pagemap")).unwrap();
         for &(page, e) in entries {
-            f.write_all_at(&e.to_le_bytes(), page * 8).unwrap();
+            f.write_all_at(&e.to_ne_bytes(), page * 8).unwrap();
         }
     }
 

@@ -159,7 +159,7 @@ pub fn fake_process(root: &Path, pid: u32, maps: &str, cmdline: &str) {
     let (present, soft_dirty) = (1u64 << 63, 1u64 << 55);
     for page in 0x10000u64..0x10400 {
         let e = present | if page < 0x10200 { soft_dirty } else { 0 } | page;
-        pm.write_all_at(&e.to_le_bytes(), page * 8).unwrap();
+        pm.write_all_at(&e.to_ne_bytes(), page * 8).unwrap();
     }
     if fresh {
         std::fs::rename(root.join(&d), root.join(&whole)).unwrap();
