@@ -679,32 +679,91 @@ def check_softdirty(d, out):
     return figures
 
 
+def timed_run(d, tag):
+    """A run_timed udamon run: ([wall, user, sys, maxrss...] of busybox time,
+    None) when it exited 0, else (None, why)."""
+    rc = read(d, f"rc-{tag}.txt", "?").strip()
+    cpu = read(d, f"cpu-{tag}.txt", "").strip().splitlines()
+    nums = cpu[-1].split() if cpu else []
+    if rc != "0" or len(nums) < 3:
+        err = read(d, f"{tag}.err", "").strip().splitlines()
+        return None, f"{tag}: udamon record exited {rc} ({err[-1] if err else 'no output'})"
+    return nums, None
+
+
+def kdamond_cpu_s(d, tag):
+    """CPU seconds of the kdamond threads watch_kdamonds saw during a run
+    (the last reading of each; utime+stime in ticks of 1/100 s), or None."""
+    kd = {}
+    for line in read(d, f"kdamond-{tag}.txt", "").splitlines():
+        x = line.split()
+        if len(x) >= 5:
+            kd[x[1]] = int(x[3]) + int(x[4])
+    return sum(kd.values()) / 100.0 if kd else None
+
+
+def json_out(d, tag):
+    """udamon's --json summary of a run ({} when there is none)."""
+    try:
+        v = json.loads(read(d, f"{tag}.out", ""))
+    except ValueError:
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
 def check_overhead(d, out):
     paths = read(d, "paths.txt").split()
+    runs = read(d, "runs.txt", "").split() or paths
     dur = float(read(d, "duration.txt", "20").strip() or 20)
     rows, problems = [], []
 
     def faults_per_s(tag):
         f = read(d, f"faults-{tag}.txt", "").split()
-        return (int(f[1]) - int(f[0])) / dur if len(f) == 2 else None
+        secs = float(read(d, "none-duration.txt", str(dur)).strip() or dur) if tag == "none" else dur
+        return (int(f[1]) - int(f[0])) / secs if len(f) == 2 else None
 
-    for p in paths:
-        rc = read(d, f"rc-{p}.txt", "?").strip()
-        cpu = read(d, f"cpu-{p}.txt", "").strip().splitlines()
-        nums = cpu[-1].split() if cpu else []
-        if rc != "0" or len(nums) < 3:
-            err = read(d, f"{p}.err", "").strip().splitlines()
-            problems.append(f"{p}: udamon record exited {rc} ({err[-1] if err else 'no output'})")
+    # The workload's speed, object by object ("done I pages=N us=U
+    # mono_us=END" when it leaves object I): objects backed by huge pages
+    # are written faster than others under TCG, so a run is compared with
+    # the unmonitored speed of the same objects.
+    dones = []
+    for line in read(d, "wl.log", "").splitlines():
+        m = re.match(r"done (\d+) pages=(\d+) us=(\d+) mono_us=(\d+)", line)
+        if m:
+            i, n, us, end = map(int, m.groups())
+            if us > 0:
+                dones.append((i, n / us * 1e6, end - us, end))
+
+    def window(tag):
+        # "PAGES0 MONO0 PAGES1 MONO1", read by SIGUSR1 around the run
+        t = read(d, f"touches-{tag}.txt", "").split()
+        return (int(t[1]), int(t[3])) if len(t) == 4 and all(x.isdigit() for x in t) else None
+
+    def rates(tag):
+        w = window(tag)
+        return [(i, r) for i, r, a, b in dones if w and a >= w[0] and b <= w[1]]
+
+    base = {}
+    for i, r in rates("none") + rates("none-end"):
+        base.setdefault(i, []).append(r)
+    base = {i: sum(v) / len(v) for i, v in base.items()}
+    base_rate = sum(base.values()) / len(base) if base else None
+
+    def slowdown(tag):
+        # (mean, standard deviation) over the objects passed in the run
+        rel = [r / base[i] for i, r in rates(tag) if i in base]
+        if not rel:
+            return None
+        m = sum(rel) / len(rel)
+        return (1 - m) * 100, math.sqrt(sum((x - m) ** 2 for x in rel) / len(rel)) * 100
+    for p in runs:
+        nums, why = timed_run(d, p)
+        if why:
+            problems.append(why)
             continue
         wall, user, sys_ = float(nums[0]), float(nums[1]), float(nums[2])
         maxrss = int(nums[3]) if len(nums) > 3 and nums[3].isdigit() else None
-        # kdamond threads: the last reading of each (utime+stime in ticks of 1/100 s)
-        kd = {}
-        for line in read(d, f"kdamond-{p}.txt", "").splitlines():
-            x = line.split()
-            if len(x) >= 5:
-                kd[x[1]] = int(x[3]) + int(x[4])
-        kcpu = sum(kd.values()) / 100.0
+        kcpu = kdamond_cpu_s(d, p)
         nsnap, nreg, span = 0, 0.0, 0.0
         try:
             _, snaps = load_raw(d, f"{p}.raw.jsonl")
@@ -714,40 +773,51 @@ def check_overhead(d, out):
         except Fail:
             pass
         # udamon's own account (record --json), when it gives one
-        selfrep = {}
-        try:
-            selfrep = json.loads(read(d, f"{p}.out", ""))
-        except ValueError:
-            pass
-        rows.append(dict(path=p, wall=wall, cpu=user + sys_, user=user, sys=sys_, kcpu=kcpu if kd else None,
+        selfrep = json_out(d, p)
+        rows.append(dict(path=p, wall=wall, cpu=user + sys_, user=user, sys=sys_, kcpu=kcpu,
                          rss=maxrss, snaps=nsnap, regions=nreg, span=span, faults=faults_per_s(p),
-                         self_cpu=selfrep.get("udamon_cpu_s_per_s") if isinstance(selfrep, dict) else None,
-                         self_kcpu=selfrep.get("kdamond_cpu_s_per_s") if isinstance(selfrep, dict) else None))
-    hdr = "    path       wall_s  monitored_s  udamon_cpu_s (user+sys)  cpu_s/s   kdamond_cpu_s  kdamond_s/s  maxrss_MiB  snapshots  avg_regions"
+                         monitored=selfrep.get("monitored_s") or span or wall,
+                         slowdown=slowdown(p),
+                         self_cpu=selfrep.get("udamon_cpu_s_per_s"),
+                         mon_cpu=selfrep.get("udamon_monitoring_cpu_s_per_s"),
+                         setup_cpu=selfrep.get("udamon_setup_cpu_s"),
+                         self_kcpu=selfrep.get("kdamond_cpu_s_per_s")))
+    hdr = ("    run            wall_s  monitored_s  udamon_cpu_s (user+sys)  cpu_s/s   kdamond_cpu_s  kdamond_s/s"
+           "  maxrss_MiB  snapshots  snap/s  avg_regions  target_slowdown")
     table = [hdr]
     for r in rows:
         k = f"{r['kcpu']:13.2f}  {r['kcpu'] / r['wall']:11.4f}" if r["kcpu"] is not None else f"{'-':>13}  {'-':>11}"
         rss = f"{r['rss'] / 1024:10.1f}" if r["rss"] else f"{'-':>10}"
-        table.append(f"    {r['path']:<10} {r['wall']:6.1f}  {r['span']:11.1f}  {r['cpu']:6.2f} ({r['user']:.2f}+{r['sys']:.2f}){'':<5}"
-                     f"  {r['cpu'] / r['wall']:7.4f}   {k}  {rss}  {r['snaps']:9d}  {r['regions']:11.1f}")
-    table.append("    (cpu_s/s: CPU seconds per wall second of the run; monitored_s: the time the record covers)")
+        slow = f"{r['slowdown'][0]:+.0f}% ±{r['slowdown'][1]:.0f}" if r["slowdown"] is not None else "-"
+        table.append(f"    {r['path']:<14} {r['wall']:6.1f}  {r['span']:11.1f}  {r['cpu']:6.2f} ({r['user']:.2f}+{r['sys']:.2f}){'':<5}"
+                     f"  {r['cpu'] / r['wall']:7.4f}   {k}  {rss}  {r['snaps']:9d}  {r['snaps'] / r['monitored']:6.1f}"
+                     f"  {r['regions']:11.1f}  {slow:>15}")
+    table.append("    (cpu_s/s: CPU seconds per wall second of the run; monitored_s: the time the record covers;"
+                 " snap/s: snapshots per monitored second, 10 when every 100 ms aggregation of 5 ms samples kept time;"
+                 " target_slowdown: the workload's pages written per second, object by object, against the same"
+                 " objects unmonitored" + (f" ({base_rate / 1e6:.1f} M/s on average)" if base_rate else "") + ")")
     selfs = [r for r in rows if r["self_cpu"] is not None]
     if selfs:
         table.append("    udamon's own account (record --json): " + ", ".join(
-            f"{r['path']} {r['self_cpu']:.4f} CPU-s/s" + (f" + kdamond {r['self_kcpu']:.4f}" if r["self_kcpu"] is not None else "")
+            f"{r['path']} {r['self_cpu']:.4f} CPU-s/s" +
+            (f" ({r['mon_cpu']:.4f} while monitoring, {r['setup_cpu']:.2f} s set-up)" if r.get("mon_cpu") is not None else "") +
+            (f" + kdamond {r['self_kcpu']:.4f}" if r["self_kcpu"] is not None else "")
             for r in selfs))
     unavailable = read(d, "unavailable.txt", "").strip().replace("\n", "; ")
     summary = ", ".join(f"{r['path']} {r['cpu'] / r['wall']:.3f} CPU-s/s" +
                         (f" + kdamond {r['kcpu'] / r['wall']:.3f}" if r["kcpu"] is not None else "") +
-                        (f", target {r['faults']:.0f} faults/s" if r["faults"] is not None else "")
+                        (f", target {r['faults']:.0f} faults/s" if r["faults"] is not None else "") +
+                        (f", target {abs(r['slowdown'][0]):.0f}% {'slower' if r['slowdown'][0] >= 0 else 'faster'}"
+                         if r["slowdown"] is not None else "")
                         for r in rows)
     base = faults_per_s("none")
     if base is not None:
         summary += f"; unmonitored target {base:.0f} faults/s"
     if unavailable:
         summary += f" (not available: {unavailable})"
-    if problems or not rows:
-        raise Fail(("; ".join(problems) or "no measurements") + "\n" + "\n".join(table))
+    missing = [p for p in paths if p not in {r["path"] for r in rows}]
+    if problems or not rows or missing:
+        raise Fail(("; ".join(problems) or f"no measurements for {missing}") + "\n" + "\n".join(table))
     return summary + "\n" + "\n".join(table)
 
 
@@ -1495,7 +1565,66 @@ def check_eval_full(d, out):
     return check_eval(d, out, (workloads, configs))
 
 
+def check_softdirty_size(d, out):
+    """Soft-dirty's cost at three target sizes and the same 16 regions:
+    every run measured; the table says how the cost grows."""
+    paths = read(d, "paths.txt").split()
+    sizes = read(d, "sizes.txt", "").split()
+    problems, rows = [], []
+    for sz in sizes:
+        c = read(d, f"clear-{sz}.txt", "").strip().splitlines()
+        nums = c[-1].split() if c else []
+        clear_ms = float(nums[0]) / 20 * 1000 if len(nums) >= 3 else None
+        fn = read(d, f"faults-none-{sz}.txt", "").split()
+        row = dict(size=int(sz), clear_ms=clear_ms,
+                   none_faults=(int(fn[1]) - int(fn[0])) / 5 if len(fn) == 2 else None)
+        for p in paths:
+            tag = f"{p}-{sz}"
+            x, why = timed_run(d, tag)
+            if why:
+                problems.append(why)
+                continue
+            rep = json_out(d, tag)
+            f = read(d, f"faults-{tag}.txt", "").split()
+            mon = rep.get("monitored_s") or float(x[0])
+            kcpu = kdamond_cpu_s(d, tag)
+            row[p] = dict(cpu=rep.get("udamon_monitoring_cpu_s_per_s", (float(x[1]) + float(x[2])) / float(x[0]))
+                          + (kcpu / float(x[0]) if kcpu is not None else 0.0),
+                          snaps=rep.get("snapshots", 0) / mon,
+                          faults=(int(f[1]) - int(f[0])) / mon if len(f) == 2 else None)
+        rows.append(row)
+    if not rows:
+        problems.append("no sizes measured")
+    hdr = "    target_MiB  clear_refs_ms  unmonitored_faults/s  " + "  ".join(f"{p + ' cpu_s/s':>18}  {'snap/s':>6}  {'faults/s':>9}" for p in paths)
+    table = [hdr]
+    for r in rows:
+        cells = []
+        for p in paths:
+            v = r.get(p)
+            cells.append(f"{v['cpu']:18.4f}  {v['snaps']:6.1f}  {v['faults'] if v['faults'] is not None else float('nan'):9.0f}"
+                         if v else f"{'-':>18}  {'-':>6}  {'-':>9}")
+        cm = f"{r['clear_ms']:13.2f}" if r["clear_ms"] is not None else f"{'-':>13}"
+        nf = f"{r['none_faults']:20.0f}" if r["none_faults"] is not None else f"{'-':>20}"
+        table.append(f"    {r['size']:10d}  {cm}  {nf}  " + "  ".join(cells))
+    table.append("    (clear_refs_ms: one whole-process soft-dirty reset, which soft-dirty monitoring does at every"
+                 " sample; cpu_s/s: udamon's CPU per second of monitoring, set-up left out, plus the kdamond"
+                 " thread's for kdamond; 16 regions)")
+    if problems:
+        raise Fail("; ".join(problems) + "\n" + "\n".join(table))
+    grow = []
+    for p in paths:
+        # CPU per sample: a path that cannot keep time samples less often
+        # rather than spending more per second
+        v = [r[p]["cpu"] / (r[p]["snaps"] * 20) for r in rows if r.get(p) and r[p]["snaps"] > 0]
+        c = [r[p]["cpu"] for r in rows if r.get(p)]
+        if len(v) >= 2 and v[0] > 0 and c[0] > 0:
+            grow.append(f"{p} x{c[-1] / c[0]:.1f} CPU-s/s, x{v[-1] / v[0]:.1f} per sample")
+    return (f"from {rows[0]['size']} to {rows[-1]['size']} MiB: " + ", ".join(grow) if grow else "measured") \
+        + "\n" + "\n".join(table)
+
+
 CHECKS = {
+    "softdirty-size": check_softdirty_size,
     "eval-real": check_eval,
     "eval-full": check_eval_full,
     "tiering": check_tiering,

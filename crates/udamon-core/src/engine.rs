@@ -54,6 +54,8 @@ pub struct Engine<O, R> {
     now_us: u64,
     window_start_us: u64,
     accessed: Vec<bool>,
+    /// Regions' counts handed to `Operations::end_window` (kept to reuse).
+    window_counts: Vec<u32>,
     schemes: Vec<SchemeState>,
     deadline_us: Option<u64>,
 }
@@ -103,6 +105,7 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             now_us: 0,
             window_start_us: 0,
             accessed: Vec::new(),
+            window_counts: Vec::new(),
             schemes: Vec::new(),
             deadline_us: None,
         };
@@ -231,6 +234,11 @@ impl<O: Operations, R: Rng> Engine<O, R> {
 
         let mut snapshot = None;
         if self.passed >= na {
+            let mut counts = std::mem::take(&mut self.window_counts);
+            if self.end_window(&mut counts) {
+                max_nr = counts.iter().copied().max().unwrap_or(0);
+            }
+            self.window_counts = counts;
             if self.adaptive() {
                 adapt::merge_regions(
                     &mut self.targets,
@@ -278,6 +286,35 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             self.update_ranges();
         }
         snapshot
+    }
+
+    /// Lets the operations set convert the window's counts (see
+    /// [`Operations::end_window`]); a changed count restarts the region's
+    /// moving sum from it, as the window's reset would. Returns whether
+    /// any count changed.
+    fn end_window(&mut self, counts: &mut Vec<u32>) -> bool {
+        let mut changed = false;
+        counts.clear();
+        counts.extend(
+            self.targets
+                .iter()
+                .flat_map(|t| &t.regions)
+                .map(|r| r.nr_accesses),
+        );
+        self.ops.end_window(counts);
+        for (r, &c) in self
+            .targets
+            .iter_mut()
+            .flat_map(|t| t.regions.iter_mut())
+            .zip(counts.iter())
+        {
+            if r.nr_accesses != c {
+                r.nr_accesses = c;
+                r.nr_accesses_bp = c.saturating_mul(10_000);
+                changed = true;
+            }
+        }
+        changed
     }
 
     fn take_snapshot(&mut self) -> Snapshot {

@@ -45,6 +45,7 @@ mod ops;
 mod region;
 pub mod schemes;
 mod snapshot;
+pub mod softdirty;
 pub mod vaddr;
 
 pub use attrs::{max_nr_accesses, Attrs, IntervalsGoal};

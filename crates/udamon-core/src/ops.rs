@@ -58,6 +58,14 @@ pub trait Operations {
         accessed: &mut Vec<bool>,
     );
 
+    /// At the end of every aggregation window, before regions are merged:
+    /// each region's count of positive samples in the window, target by
+    /// target and region by region. An operations set whose samples do not
+    /// each stand for one sampling interval (soft-dirty reset once per
+    /// window: [`crate::softdirty`]) turns them into the kernel's measure
+    /// here. The default leaves them as they are.
+    fn end_window(&mut self, _counts: &mut [u32]) {}
+
     /// Whether target `idx` still exists (a process may exit).
     fn target_valid(&self, _idx: usize) -> bool {
         true

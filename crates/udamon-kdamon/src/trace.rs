@@ -193,6 +193,9 @@ pub struct TraceSession {
 
 /// Bytes read from the trace pipe at a time.
 const READ_CHUNK: usize = 64 * 1024;
+/// A trace_pipe read returns at most a page (less a byte); one of less
+/// than half a page found the pipe (nearly) empty.
+const DRAINED_BELOW: usize = 2048;
 
 impl TraceSession {
     /// Creates `instances/udamon-PID` under tracefs and enables the event.
@@ -246,7 +249,11 @@ impl TraceSession {
 
     /// Calls `f` with each complete line available now (without its line
     /// end), in order; returns at once when the pipe is empty. Lines are
-    /// handed out from the read buffer, not copied one by one.
+    /// handed out from the read buffer, not copied one by one. The pipe
+    /// hands out at most a page per read; a read of less than half a page
+    /// took all there was, and the pipe is not read again only to learn
+    /// that it is empty (the next [`wait`](Self::wait) wakes at once if
+    /// more came meanwhile).
     pub fn for_each_line(&mut self, mut f: impl FnMut(&str)) -> io::Result<()> {
         let Some(pipe) = self.pipe.as_mut() else {
             return Ok(());
@@ -263,6 +270,9 @@ impl TraceSession {
                         done = nl + 1;
                     }
                     self.partial.drain(..done);
+                    if n < DRAINED_BELOW {
+                        break;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -280,12 +290,13 @@ impl TraceSession {
     }
 
     /// Waits until the pipe has something to read or `timeout` passed
-    /// (poll(2); a signal ends the wait early too).
-    pub fn wait(&self, timeout: std::time::Duration) -> io::Result<()> {
+    /// (poll(2); a signal ends the wait early too). Returns whether there
+    /// may be something to read (false only when the time ran out).
+    pub fn wait(&self, timeout: std::time::Duration) -> io::Result<bool> {
         use std::os::fd::AsRawFd;
         let Some(pipe) = self.pipe.as_ref() else {
             std::thread::sleep(timeout);
-            return Ok(());
+            return Ok(false);
         };
         let mut pfd = libc::pollfd {
             fd: pipe.as_raw_fd(),
@@ -301,7 +312,7 @@ impl TraceSession {
                 return Err(e);
             }
         }
-        Ok(())
+        Ok(rc != 0)
     }
 
     pub fn instance(&self) -> &Path {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use udamon_core::schemes::{Action, Damos};
+use udamon_core::softdirty::{SoftDirtyReset, WindowEstimator};
 use udamon_core::{AddrRange, ApplyOutcome, Operations, SampleWindow, Target};
 
 use crate::act::{live_parts, madvise_advice, move_to_node, Pidfd};
@@ -133,8 +134,28 @@ pub struct ProcOps {
     /// PFN of each region's sampling page marked idle at prepare time
     /// (`None`: not present, counts as not accessed).
     pending: Vec<Option<u64>>,
+    /// Soft-dirty reset once per window or less often (`None`: before
+    /// every sample).
+    sd_window: Option<SoftDirtyWindows>,
     error: Option<ProcError>,
 }
+
+/// Soft-dirty reset per window: the schedule, and what sets its period.
+#[derive(Debug)]
+struct SoftDirtyWindows {
+    est: WindowEstimator,
+    /// Choose the period from the reset's cost.
+    auto: bool,
+    /// Wall time of the last reset, and when the current window began.
+    last_reset: Duration,
+    window_start: Option<Instant>,
+}
+
+/// `--softdirty-reset auto` keeps the resets under this share of the
+/// monitor's time.
+const AUTO_RESET_SHARE: f64 = 0.10;
+/// ... resetting at least every this many windows.
+const AUTO_MAX_PERIOD: u32 = 100;
 
 impl ProcOps {
     /// Opens the primitives `mode` needs for `pids` (target `i` is `pids[i]`)
@@ -186,12 +207,65 @@ impl ProcOps {
             bitmap,
             kpageflags,
             pending: Vec::new(),
+            sd_window: None,
             error: None,
         })
     }
 
     pub fn mode(&self) -> AccessMode {
         self.mode
+    }
+
+    /// When soft-dirty mode resets the bits (idle mode ignores it).
+    /// `Sample` resets before every sample; the others at the start of
+    /// every Nth window, and convert counts at each window's end
+    /// ([`udamon_core::softdirty`]); `Auto` starts at every window and
+    /// lengthens the period while a reset takes more than a tenth of a
+    /// window.
+    pub fn set_soft_dirty_reset(&mut self, reset: SoftDirtyReset) {
+        self.sd_window = match reset {
+            SoftDirtyReset::Sample => None,
+            SoftDirtyReset::Windows(n) => Some(SoftDirtyWindows {
+                est: WindowEstimator::new(n),
+                auto: false,
+                last_reset: Duration::ZERO,
+                window_start: None,
+            }),
+            SoftDirtyReset::Auto => Some(SoftDirtyWindows {
+                est: WindowEstimator::new(1),
+                auto: true,
+                last_reset: Duration::ZERO,
+                window_start: None,
+            }),
+        };
+    }
+
+    /// The current reset period in windows (1 when resetting every
+    /// sample or every window).
+    pub fn soft_dirty_period(&self) -> u32 {
+        self.sd_window.as_ref().map_or(1, |w| w.est.period())
+    }
+
+    /// Resets the soft-dirty bits of every live target.
+    fn clear_soft_dirty(&mut self, nr: usize) {
+        for i in 0..nr.min(self.targets.len()) {
+            if !self.alive(i) {
+                continue;
+            }
+            let p = clear_refs_path(&self.root, self.targets[i].pid);
+            // Never created: a process that vanished mid-sample
+            // must not get a file back (nor a fake tree a stray one).
+            let reset = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&p)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, b"4"));
+            if let Err(e) = reset {
+                if self.alive(i) {
+                    self.note(ProcError::io("writing", &p, e));
+                }
+            }
+        }
     }
 
     /// The first error since the last call, if any.
@@ -380,23 +454,20 @@ impl Operations for ProcOps {
                 }
             }
             AccessMode::SoftDirtyWriteOnly => {
-                for i in 0..targets.len().min(self.targets.len()) {
-                    if !self.alive(i) {
-                        continue;
-                    }
-                    let p = clear_refs_path(&self.root, self.targets[i].pid);
-                    // Never created: a process that vanished mid-sample
-                    // must not get a file back (nor a fake tree a stray one).
-                    let reset = std::fs::OpenOptions::new()
-                        .write(true)
-                        .truncate(true)
-                        .open(&p)
-                        .and_then(|mut f| std::io::Write::write_all(&mut f, b"4"));
-                    if let Err(e) = reset {
-                        if self.alive(i) {
-                            self.note(ProcError::io("writing", &p, e));
+                let due = self.sd_window.as_mut().map(|w| {
+                    w.window_start.get_or_insert_with(Instant::now);
+                    w.est.take_reset()
+                });
+                match due {
+                    None => self.clear_soft_dirty(targets.len()),
+                    Some(true) => {
+                        let t = Instant::now();
+                        self.clear_soft_dirty(targets.len());
+                        if let Some(w) = self.sd_window.as_mut() {
+                            w.last_reset = t.elapsed();
                         }
                     }
+                    Some(false) => {}
                 }
             }
         }
@@ -428,7 +499,29 @@ impl Operations for ProcOps {
                         None => accessed.extend(t.regions.iter().map(|_| false)),
                     }
                 }
+                if let Some(w) = self.sd_window.as_mut() {
+                    w.est.sampled();
+                }
             }
+        }
+    }
+
+    fn end_window(&mut self, counts: &mut [u32]) {
+        let Some(w) = self.sd_window.as_mut() else {
+            return;
+        };
+        w.est.end_window(counts);
+        let window = w.window_start.replace(Instant::now()).map(|t| t.elapsed());
+        if let (true, Some(window)) = (w.auto, window) {
+            // One reset per period may take AUTO_RESET_SHARE of the
+            // period's time (windows as long as this one).
+            let budget = window.as_secs_f64() * AUTO_RESET_SHARE;
+            let period = if budget > 0.0 {
+                (w.last_reset.as_secs_f64() / budget).ceil() as u32
+            } else {
+                1
+            };
+            w.est.set_period(period.clamp(1, AUTO_MAX_PERIOD));
         }
     }
 
@@ -732,6 +825,10 @@ impl<O: Operations> Operations for Paced<O> {
         self.inner.check_accesses(targets, window, accessed);
     }
 
+    fn end_window(&mut self, counts: &mut [u32]) {
+        self.inner.end_window(counts)
+    }
+
     fn target_valid(&self, idx: usize) -> bool {
         self.inner.target_valid(idx)
     }
@@ -766,6 +863,7 @@ mod tests {
     use crate::idle::tests::{fake_bitmap, word};
     use crate::PagemapEntry;
     use std::os::unix::fs::FileExt;
+    use udamon_core::softdirty::SoftDirtyReset;
     use udamon_core::Region;
 
     const P: u64 = PagemapEntry::PRESENT;
@@ -783,7 +881,7 @@ mod tests {
         std::fs::write(dir.join("clear_refs"), "").unwrap();
         let f = std::fs::File::create(dir.join("pagemap")).unwrap();
         for &(page, e) in entries {
-            f.write_all_at(&e.to_le_bytes(), page * 8).unwrap();
+            f.write_all_at(&e.to_ne_bytes(), page * 8).unwrap();
         }
     }
 
@@ -870,6 +968,48 @@ mod tests {
         let mut acc = Vec::new();
         ops.check_accesses(&t, W, &mut acc);
         assert_eq!(acc, vec![true, false, false]);
+    }
+
+    #[test]
+    fn soft_dirty_reset_per_window_clears_at_window_starts_and_converts_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let sd = PagemapEntry::SOFT_DIRTY;
+        fake_proc(root, 42, &[(0x10, P | sd | 1), (0x100, P | 2)]);
+        let mut ops = ProcOps::new(root, &[42], AccessMode::SoftDirtyWriteOnly).unwrap();
+        ops.set_soft_dirty_reset(SoftDirtyReset::Windows(2));
+        let t = [target(42, &[0x10_000, 0x100_000])];
+        let cr = clear_refs_path(root, 42);
+        let mut resets = Vec::new();
+        for window in 0..4 {
+            let mut counts = [0u32; 2];
+            for _ in 0..20 {
+                std::fs::write(&cr, "").unwrap();
+                ops.prepare_access_checks(&t, W);
+                resets.push(std::fs::read_to_string(&cr).unwrap() == "4");
+                let mut acc = Vec::new();
+                ops.check_accesses(&t, W, &mut acc);
+                for (c, a) in counts.iter_mut().zip(acc) {
+                    *c += u32::from(a);
+                }
+            }
+            ops.end_window(&mut counts);
+            // Written at every sample since the reset: the most there is;
+            // never written: nothing.
+            assert_eq!(counts, [20, 0], "window {window}");
+        }
+        let at: Vec<usize> = resets
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(
+            at,
+            vec![0, 40],
+            "a reset at the start of every second window"
+        );
+        assert_eq!(ops.soft_dirty_period(), 2);
     }
 
     #[test]

@@ -437,6 +437,8 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
             dry_run: plan.guardrails.dry_run,
             duration_us: None,
             stop_on_exec: false,
+            // Service jobs reset soft-dirty bits the kernel's way.
+            softdirty_reset: Default::default(),
             warn: {
                 let job = job.clone();
                 udamon_session::Warner::new(move |m| log::warn(Some(&job), m))
@@ -723,10 +725,12 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
     } else {
         "ended"
     };
-    let cpu = (
-        udamon_session::thread_cpu_s() - cpu0,
-        started.elapsed().as_secs_f64(),
-    );
+    // Counted from after the set-up.
+    let cpu = udamon_session::CpuSpent {
+        total_s: udamon_session::thread_cpu_s() - cpu0,
+        wall_s: started.elapsed().as_secs_f64(),
+        setup_s: 0.0,
+    };
     let out = record_path.as_ref().map(|p| p.display().to_string());
     let summary = recorder.finish(&mut session, &ended_by, out, cpu);
     if let Ok(mut k) = env.kdamond.lock() {

@@ -116,6 +116,8 @@ pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
                 dry_run: j.guardrails.dry_run,
                 duration_us: None,
                 stop_on_exec: false,
+                // Service jobs reset soft-dirty bits the kernel's way.
+                softdirty_reset: Default::default(),
                 warn: udamon_session::Warner::default(),
             };
             let mut result = udamon_session::plan(&spec, &features);

@@ -21,7 +21,7 @@ pub use live::{
     choose, cmdline, kdamond_pid, path_blocker, plan, rss_swap_kb, stat_cpu_s, Event, Finished,
     LiveTarget, OpsChoice, Session, SessionInfo, Spec,
 };
-pub use recorder::{FileWriter, Gaps, LiveSummary, Recorder};
+pub use recorder::{CpuSpent, FileWriter, Gaps, LiveSummary, Recorder};
 pub use schemes::{scheme_reports, SchemeReport};
 
 /// Where a session's warnings go: by default stderr, as

@@ -13,6 +13,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
 use udamon_core::schemes::{Action, Damos};
+use udamon_core::softdirty::SoftDirtyReset;
 use udamon_core::{Attrs, Engine, Monitor, Operations, Snapshot, Target};
 use udamon_kdamon::trace::{parse_aggregated, Assembler, TraceSession};
 use udamon_kdamon::{KTarget, KdamonConfig, KdamonDriver, OpsKind};
@@ -104,6 +105,8 @@ pub struct Spec {
     /// End the session when the process execs (default: follow the new
     /// program).
     pub stop_on_exec: bool,
+    /// When the soft-dirty path resets the bits (other paths ignore it).
+    pub softdirty_reset: SoftDirtyReset,
     /// Where warnings go.
     pub warn: crate::Warner,
 }
@@ -195,6 +198,9 @@ impl Operations for LiveOps {
     }
     fn check_accesses(&mut self, t: &[Target], w: udamon_core::SampleWindow, a: &mut Vec<bool>) {
         delegate!(self, o => o.check_accesses(t, w, a))
+    }
+    fn end_window(&mut self, c: &mut [u32]) {
+        delegate!(self, o => o.end_window(c))
     }
     fn target_valid(&self, idx: usize) -> bool {
         delegate!(self, o => o.target_valid(idx))
@@ -433,6 +439,9 @@ struct Kernel {
     /// Snapshots assembled from trace lines read after the one a call
     /// returned, for the next calls.
     ready: std::collections::VecDeque<Snapshot>,
+    /// Whether the trace pipe may hold lines not read yet (false after a
+    /// read emptied it, until poll(2) says otherwise).
+    unread: bool,
 }
 
 /// A command udamon started: its pid, and whether it exited (and was
@@ -701,6 +710,7 @@ impl Session {
         let model = Arc::new(Model::new(workload));
         let mut e = build_engine(&model, spec.attrs, seed, MonitorKind::Adaptive)
             .map_err(|e| SessionError::Usage(format!("cannot monitor {origin}: {e}")))?;
+        e.ops_mut().set_soft_dirty_reset(spec.softdirty_reset);
         e.set_schemes(spec.schemes.clone());
         e.set_dry_run(spec.dry_run);
         Ok(Session {
@@ -821,6 +831,7 @@ impl Session {
                     targets: vec![target],
                     pid: kpid,
                     ready: Default::default(),
+                    unread: true,
                 }))
             }
             _ => {
@@ -836,7 +847,9 @@ impl Session {
                 let p = if phys {
                     LiveOps::Phys(PaddrOps::with_node(root, node).map_err(cannot)?)
                 } else {
-                    LiveOps::Proc(ProcOps::new(root, &[pid], mode).map_err(cannot)?)
+                    let mut o = ProcOps::new(root, &[pid], mode).map_err(cannot)?;
+                    o.set_soft_dirty_reset(spec.softdirty_reset);
+                    LiveOps::Proc(o)
                 };
                 let mut e = Engine::new(
                     spec.attrs,
@@ -851,11 +864,19 @@ impl Session {
             }
         };
         if ops == OpsChoice::Softdirty {
-            spec.warn.warn(
-                "soft-dirty monitoring clears the whole process's soft-dirty bits every sample \
+            let when = match spec.softdirty_reset {
+                SoftDirtyReset::Sample => "every sample".to_string(),
+                SoftDirtyReset::Windows(1) => "every aggregation window".to_string(),
+                SoftDirtyReset::Windows(n) => format!("every {n} aggregation windows"),
+                SoftDirtyReset::Auto => {
+                    "every aggregation window or less often (--softdirty-reset auto)".to_string()
+                }
+            };
+            spec.warn.warn(&format!(
+                "soft-dirty monitoring clears the whole process's soft-dirty bits {when} \
                  (tools that rely on them, such as CRIU's incremental dumps, lose them), and the \
-                 process takes a fault on its first write to a page after each",
-            );
+                 process takes a fault on its first write to a page after each"
+            ));
         }
         let mut s = Session {
             live,
@@ -1286,16 +1307,19 @@ impl Kernel {
             if let Some(s) = self.ready.pop_front() {
                 return Ok(Event::Snapshot(s));
             }
-            let ready = &mut self.ready;
-            session
-                .for_each_line(|line| {
-                    if let Some(ev) = parse_aggregated(line) {
-                        if let Some(s) = asm.push(ev) {
-                            ready.push_back(s);
+            if self.unread {
+                let ready = &mut self.ready;
+                session
+                    .for_each_line(|line| {
+                        if let Some(ev) = parse_aggregated(line) {
+                            if let Some(s) = asm.push(ev) {
+                                ready.push_back(s);
+                            }
                         }
-                    }
-                })
-                .map_err(be)?;
+                    })
+                    .map_err(be)?;
+                self.unread = false;
+            }
             if let Some(s) = self.ready.pop_front() {
                 return Ok(Event::Snapshot(s));
             }
@@ -1319,7 +1343,7 @@ impl Kernel {
             if let Some(d) = deadline_us {
                 wait = wait.min(Duration::from_micros(d).saturating_sub(started.elapsed()));
             }
-            session.wait(wait).map_err(be)?;
+            self.unread = session.wait(wait).map_err(be)?;
         }
     }
 }

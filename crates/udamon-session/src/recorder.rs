@@ -43,6 +43,17 @@ impl Gaps {
     }
 }
 
+/// udamon's CPU time in a live run, for its summary.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuSpent {
+    /// CPU seconds (user + system) so far.
+    pub total_s: f64,
+    /// The wall seconds they were spent in.
+    pub wall_s: f64,
+    /// The part of `total_s` spent before monitoring started.
+    pub setup_s: f64,
+}
+
 /// What a live run did, for its summary line, `--json` and the record's
 /// `summary` entry.
 #[derive(Debug, Serialize)]
@@ -60,10 +71,16 @@ pub struct LiveSummary {
     pub monitored_s: f64,
     pub snapshots: u64,
     pub avg_nr_regions: f64,
-    /// udamon's own CPU time (user + system) over its whole run, set-up and
-    /// tear-down included, and per second of that run's wall time.
+    /// udamon's own CPU time (user + system) over its whole run, set-up
+    /// included, and per second of that run's wall time.
     pub udamon_cpu_s: f64,
     pub udamon_cpu_s_per_s: f64,
+    /// The part of `udamon_cpu_s` spent before monitoring started (probing
+    /// the machine, opening the target, starting a kdamond).
+    pub udamon_setup_cpu_s: f64,
+    /// udamon's CPU time per second of monitoring, set-up left out: what
+    /// monitoring costs as it goes on.
+    pub udamon_monitoring_cpu_s_per_s: f64,
     /// The kdamond thread's CPU time per second (kernel DAMON only).
     pub kdamond_cpu_s_per_s: Option<f64>,
     /// The target's resident set at the start and the end (kB, VmRSS).
@@ -186,14 +203,13 @@ impl Recorder {
     }
 
     /// Ends the session and the record: the final scheme statistics, the
-    /// summary entry, the last frame. `cpu` is udamon's CPU seconds and the
-    /// wall seconds they were spent in.
+    /// summary entry, the last frame. `cpu` is what udamon spent so far.
     pub fn finish(
         mut self,
         session: &mut Session,
         ended_by: &str,
         output: Option<String>,
-        cpu: (f64, f64),
+        cpu: CpuSpent,
     ) -> Result<LiveSummary, SessionError> {
         let elapsed = session.elapsed().as_secs_f64().max(1e-9);
         let schemes = if self.with_schemes {
@@ -223,8 +239,10 @@ impl Recorder {
             } else {
                 0.0
             },
-            udamon_cpu_s: cpu.0,
-            udamon_cpu_s_per_s: cpu.0 / cpu.1.max(1e-9),
+            udamon_cpu_s: cpu.total_s,
+            udamon_cpu_s_per_s: cpu.total_s / cpu.wall_s.max(1e-9),
+            udamon_setup_cpu_s: cpu.setup_s,
+            udamon_monitoring_cpu_s_per_s: (cpu.total_s - cpu.setup_s).max(0.0) / elapsed,
             kdamond_cpu_s_per_s: end.kdamond_cpu_s.map(|c| c / elapsed),
             rss_start_kb: session.rss_start_kb(),
             rss_end_kb: end.rss_end_kb,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use udamon_core::schemes::{Damos, QuotaGoal};
+use udamon_core::softdirty::{SoftDirtyReset, WindowEstimator};
 use udamon_core::{
     vaddr, AddrRange, ApplyOutcome, Operations, SampleWindow, Target, MIN_REGION_SZ,
 };
@@ -26,6 +27,16 @@ pub struct SimOps {
     rng: Pcg64Mcg,
     pieces: Vec<Piece>,
     machine: Machine,
+    /// Soft-dirty reset once per window (or less often): each check then
+    /// draws for the time since the last reset, and the engine's counts
+    /// are converted at each window's end. `None`: every check draws for
+    /// its own interval, as accessed bits (or a reset every sample) do.
+    soft_dirty: Option<SoftDirty>,
+}
+
+struct SoftDirty {
+    est: WindowEstimator,
+    reset_us: u64,
 }
 
 impl SimOps {
@@ -36,7 +47,26 @@ impl SimOps {
             pieces: Vec::new(),
             machine: Machine::new(&model.workload),
             model,
+            soft_dirty: None,
         }
+    }
+
+    /// Simulates soft-dirty monitoring that resets the bits as `reset`
+    /// says (every access counts as a write). `Sample` is what the
+    /// simulator does anyway; `Auto` resets every window (a simulated
+    /// reset costs nothing).
+    pub fn set_soft_dirty_reset(&mut self, reset: SoftDirtyReset) {
+        self.soft_dirty = match reset {
+            SoftDirtyReset::Sample => None,
+            SoftDirtyReset::Windows(n) => Some(SoftDirty {
+                est: WindowEstimator::new(n),
+                reset_us: 0,
+            }),
+            SoftDirtyReset::Auto => Some(SoftDirty {
+                est: WindowEstimator::new(1),
+                reset_us: 0,
+            }),
+        };
     }
 
     pub fn model(&self) -> &Model {
@@ -82,8 +112,14 @@ impl Operations for SimOps {
         ))
     }
 
-    fn prepare_access_checks(&mut self, _targets: &[Target], _window: SampleWindow) {
-        // Nothing to clear: each check draws for exactly its own interval.
+    fn prepare_access_checks(&mut self, _targets: &[Target], window: SampleWindow) {
+        // Nothing to clear: each check draws for exactly its own interval,
+        // or for the time since soft-dirty's last reset.
+        if let Some(sd) = self.soft_dirty.as_mut() {
+            if sd.est.take_reset() {
+                sd.reset_us = window.start_us;
+            }
+        }
     }
 
     fn check_accesses(
@@ -93,8 +129,11 @@ impl Operations for SimOps {
         accessed: &mut Vec<bool>,
     ) {
         accessed.clear();
-        self.model
-            .pieces(window.start_us, window.end_us, &mut self.pieces);
+        let since = self
+            .soft_dirty
+            .as_ref()
+            .map_or(window.start_us, |sd| sd.reset_us);
+        self.model.pieces(since, window.end_us, &mut self.pieces);
         let w = &self.model.workload;
         let page_size = w.page_size;
         for r in targets.iter().flat_map(|t| &t.regions) {
@@ -108,6 +147,15 @@ impl Operations for SimOps {
             accessed.push(hit);
         }
         self.machine.advance_to(&self.model, window.end_us);
+        if let Some(sd) = self.soft_dirty.as_mut() {
+            sd.est.sampled();
+        }
+    }
+
+    fn end_window(&mut self, counts: &mut [u32]) {
+        if let Some(sd) = self.soft_dirty.as_mut() {
+            sd.est.end_window(counts);
+        }
     }
 
     fn apply_scheme(

@@ -193,6 +193,14 @@ pub struct LiveArgs {
     /// exec)
     #[arg(long)]
     pub stop_on_exec: bool,
+    /// When soft-dirty monitoring resets the bits: sample (before every
+    /// sample, as the kernel clears accessed bits; each reset walks the
+    /// whole process), window (once per aggregation window), windows:N
+    /// (every Nth window), auto (window, or less often where that would
+    /// cost over 10% of a CPU). With --sim: simulate soft-dirty monitoring
+    /// reset so (docs/live.md)
+    #[arg(long, value_name = "WHEN", default_value = "sample")]
+    pub softdirty_reset: udamon_core::softdirty::SoftDirtyReset,
     /// Read /proc and /sys under this root instead of / (tests)
     #[arg(long, hide = true)]
     pub root: Option<PathBuf>,
@@ -624,8 +632,9 @@ pub struct BenchArgs {
     pub json: bool,
     /// Run only these parts (cost, record, heatmap, accuracy, schemes, tune;
     /// service, the service's 24-hour soak, tiering, the tiering policies
-    /// on two-node simulated machines, and import, an hour of damo's
-    /// records imported and drawn, run only when named)
+    /// on two-node simulated machines, import, an hour of damo's records
+    /// imported and drawn, and softdirty, the accuracy of soft-dirty's
+    /// reset policies, run only when named)
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
 }

@@ -1251,3 +1251,36 @@ fn cut_keeps_a_part_of_a_record() {
     }
     assert!(!d.join("n.udr").exists());
 }
+
+/// docs/live.md's accuracy table of soft-dirty resets, as written: every
+/// spec under every reset, scored; then the same as JSON.
+#[test]
+fn bench_softdirty_scores_every_reset_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = udamon(dir.path(), &["bench", "--only", "softdirty"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    for spec in ["demo", "swap", "sweep", "sparse-hot"] {
+        for reset in ["sample", "window", "windows:4", "windows:16"] {
+            assert!(
+                table
+                    .lines()
+                    .any(|l| l.split_whitespace().take(3).collect::<Vec<_>>()
+                        == [spec, "reset", reset]),
+                "{spec} {reset} missing:\n{table}"
+            );
+        }
+    }
+    let out = udamon(
+        dir.path(),
+        &["bench", "--only", "softdirty", "--quick", "--json"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["softdirty"].as_array().unwrap();
+    assert_eq!(rows.len(), 16, "{v}");
+    for r in rows {
+        let f1 = r["hot_f1"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&f1), "{r}");
+    }
+}

@@ -95,30 +95,38 @@ fn busy_foreign_kdamond_is_refused_and_nothing_is_written() {
     }
 }
 
-#[test]
-fn softdirty_record_is_labelled_write_only_and_sees_the_written_half() {
+/// `udamon record --ops softdirty --pid PID ARGS... -o OUT --json` for 1 s
+/// on a fake machine, in a fresh directory: (directory, fake root, output).
+fn record_softdirty(
+    args: &[&str],
+    out: &str,
+) -> (tempfile::TempDir, PathBuf, std::process::Output) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     fake_machine(&root);
-    let r = root.to_str().unwrap();
     let pid = PID.to_string();
-    let out = udamon(
-        dir.path(),
-        &[
-            "record",
-            "--ops",
-            "softdirty",
-            "--pid",
-            &pid,
-            "--root",
-            r,
-            "--duration",
-            "1s",
-            "-o",
-            "sd.udr",
-            "--json",
-        ],
-    );
+    let mut a = vec![
+        "record",
+        "--ops",
+        "softdirty",
+        "--pid",
+        &pid,
+        "--root",
+        root.to_str().unwrap(),
+        "--duration",
+        "1s",
+        "-o",
+        out,
+        "--json",
+    ];
+    a.extend(args);
+    let o = udamon(dir.path(), &a);
+    (dir, root, o)
+}
+
+#[test]
+fn softdirty_record_is_labelled_write_only_and_sees_the_written_half() {
+    let (dir, root, out) = record_softdirty(&[], "sd.udr");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s["ops"], "softdirty");
@@ -173,6 +181,116 @@ fn softdirty_record_is_labelled_write_only_and_sees_the_written_half() {
     }
     assert!(dirty > 0, "the written half was never seen");
     assert_eq!(clean, 0, "regions of the clean half were seen accessed");
+}
+
+#[test]
+fn softdirty_reset_per_window_sees_the_written_half_and_says_when_it_resets() {
+    let (dir, root, out) = record_softdirty(&["--softdirty-reset", "window"], "sdw.udr");
+    let r = root.to_str().unwrap();
+    let pid = PID.to_string();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("soft-dirty bits every aggregation window"),
+        "{err}"
+    );
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(s["snapshots"].as_u64().unwrap() >= 1, "{s}");
+    // The fake pagemap's soft-dirty half is written "at every sample": its
+    // regions come out at the top of the scale, the clean half at 0.
+    let raw = udamon(dir.path(), &["report", "raw", "sdw.udr"]);
+    let raw = text(&raw.stdout);
+    let (mut top, mut clean_seen) = (false, false);
+    for l in raw.lines().skip(1) {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        for t in v["targets"].as_array().into_iter().flatten() {
+            for reg in t["regions"].as_array().unwrap() {
+                let (st, n) = (
+                    reg["start"].as_u64().unwrap(),
+                    reg["nr_accesses"].as_u64().unwrap(),
+                );
+                top |= st < 0x1020_0000 && reg["end"].as_u64().unwrap() <= 0x1020_0000 && n == 20;
+                clean_seen |= (0x1020_0000..0x1040_0000).contains(&st) && n > 0;
+            }
+        }
+    }
+    assert!(top, "no region of the written half at 20: {raw}");
+    assert!(!clean_seen, "the clean half was seen written: {raw}");
+
+    // The flag belongs to the soft-dirty path, and says what it takes.
+    for (args, want) in [
+        (
+            vec!["--ops", "idle", "--softdirty-reset", "window"],
+            "applies to the soft-dirty path",
+        ),
+        (vec!["--softdirty-reset", "windows:0"], "windows:N (N >= 1)"),
+    ] {
+        let mut a = vec![
+            "record",
+            "--pid",
+            &pid,
+            "--root",
+            r,
+            "--duration",
+            "1s",
+            "-o",
+            "x.udr",
+        ];
+        a.extend(args);
+        let out = udamon(dir.path(), &a);
+        assert_eq!(out.status.code(), Some(2), "{a:?}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(want),
+            "{a:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_simulator_simulates_a_per_window_softdirty_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/specs/swap.toml"
+    );
+    let out = udamon(
+        dir.path(),
+        &[
+            "record",
+            "--sim",
+            spec,
+            "--softdirty-reset",
+            "windows:4",
+            "--duration",
+            "5s",
+            "-o",
+            "s.udr",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["snapshots"], 50, "{s}");
+    let out = udamon(
+        dir.path(),
+        &[
+            "record",
+            "--sim",
+            spec,
+            "--softdirty-reset",
+            "window",
+            "--full-scan",
+            "-o",
+            "f.udr",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not --full-scan"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -12,12 +12,19 @@
  *   ready pid=<pid>                   allocation done, the pattern starts now
  *   switch <i> round=<r> t=<sec> mono_us=<us> real_us=<us>
  *                                     moved on to object i (t: seconds since ready)
+ *   done <i> pages=<n> us=<us> mono_us=<us>
+ *                                     left object i after writing n pages in us
+ *                                     microseconds (the workload's own speed, per
+ *                                     object: a huge-page-backed object is written
+ *                                     faster than one of base pages)
+ *   touches <n> mono_us=<us>          on SIGUSR1: pages written since ready
  * Runs until killed.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -25,6 +32,14 @@
 
 #define PAGE 4096UL
 #define MAX_OBJECTS 64
+
+static volatile sig_atomic_t report;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	report = 1;
+}
 
 static uint64_t clock_us(clockid_t c)
 {
@@ -58,9 +73,11 @@ int main(int argc, char **argv)
 		memset(obj[i], i + 1, size);
 		printf("object %d %#lx %#lx\n", i, (unsigned long)obj[i], (unsigned long)(obj[i] + size));
 	}
+	signal(SIGUSR1, on_usr1);
 	printf("ready pid=%d\n", (int)getpid());
 
 	uint64_t t0 = clock_us(CLOCK_MONOTONIC);
+	unsigned long long touches = 0;
 	uint64_t per_us = (uint64_t)(per * 1e6);
 	for (unsigned long round = 0;; round++) {
 		for (int i = 0; i < n; i++) {
@@ -69,10 +86,20 @@ int main(int argc, char **argv)
 			       (start - t0) / 1e6, (unsigned long long)start,
 			       (unsigned long long)clock_us(CLOCK_REALTIME));
 			volatile unsigned char *p = obj[i];
+			unsigned long long before = touches;
 			do {
 				for (size_t off = 0; off < size; off += PAGE)
 					p[off]++;
+				touches += size / PAGE;
+				if (report) {
+					report = 0;
+					printf("touches %llu mono_us=%llu\n", touches,
+					       (unsigned long long)clock_us(CLOCK_MONOTONIC));
+				}
 			} while (clock_us(CLOCK_MONOTONIC) - start < per_us);
+			uint64_t end = clock_us(CLOCK_MONOTONIC);
+			printf("done %d pages=%llu us=%llu mono_us=%llu\n", i, touches - before,
+			       (unsigned long long)(end - start), (unsigned long long)end);
 		}
 	}
 }

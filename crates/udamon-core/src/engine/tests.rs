@@ -400,3 +400,42 @@ fn empty_ranges_at_an_update_keep_the_regions() {
     check_invariants(&e, total);
     assert!(!e.targets()[0].regions.is_empty());
 }
+
+/// Every sample positive; at each window's end the ops turn counts into
+/// a quarter of themselves, as a per-window soft-dirty backend would.
+struct Quartering;
+
+impl Operations for Quartering {
+    fn target_ranges(&mut self, _: usize, _: &Target) -> Option<Vec<AddrRange>> {
+        Some(vaddr::monitoring_ranges(&three_mappings(), MIN_REGION_SZ))
+    }
+    fn prepare_access_checks(&mut self, _: &[Target], _: SampleWindow) {}
+    fn check_accesses(&mut self, targets: &[Target], _: SampleWindow, acc: &mut Vec<bool>) {
+        acc.clear();
+        acc.extend(targets.iter().flat_map(|t| &t.regions).map(|_| true));
+    }
+    fn end_window(&mut self, counts: &mut [u32]) {
+        counts.iter_mut().for_each(|c| *c /= 4);
+    }
+}
+
+#[test]
+fn the_ops_convert_each_windows_counts_before_the_snapshot() {
+    let attrs = Attrs::default();
+    let mut e = Engine::new(
+        attrs,
+        Quartering,
+        vec![Target::new(0)],
+        Pcg64Mcg::seed_from_u64(1),
+    )
+    .unwrap();
+    let mut snaps = 0;
+    while snaps < 3 {
+        if let Some(s) = e.tick() {
+            snaps += 1;
+            for r in s.targets.iter().flat_map(|t| &t.regions) {
+                assert_eq!(r.nr_accesses, attrs.max_nr_accesses() / 4, "{r:?}");
+            }
+        }
+    }
+}

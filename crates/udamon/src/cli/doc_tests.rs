@@ -26,6 +26,8 @@ const OTHER_TOOLS: &[&str] = &[
     "--time_range",  // damo report heatmap
     "--tool",        // valgrind
     "--scenario",    // tests/vm/run
+    "--kernel",      // tests/vm/run
+    "--debian",      // tests/vm/run
 ];
 
 /// Tables with a `flag` column: (document, section heading) and the

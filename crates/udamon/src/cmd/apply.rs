@@ -78,6 +78,7 @@ pub fn run(a: ApplyArgs) -> Result<()> {
         progress: true,
         interruptible: false,
         dry_run: a.dry_run,
+        softdirty_reset: a.live.softdirty_reset,
     };
     let baseline = run_sim(&run, None)?;
     run.schemes = schemes;

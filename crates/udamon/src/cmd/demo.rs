@@ -27,6 +27,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         progress: true,
         interruptible: false,
         dry_run: false,
+        softdirty_reset: Default::default(),
     };
     let s = run_sim(&run, Some(&a.output))?;
     let reader = super::report::open_record(&a.output)?;

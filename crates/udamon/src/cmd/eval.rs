@@ -49,6 +49,7 @@ impl SimRunner for Simulator {
             progress: false,
             interruptible: false,
             dry_run: false,
+            softdirty_reset: Default::default(),
         };
         let cpu0 = super::bench::cpu_time_s();
         let s = run_sim(&run, None).map_err(|e| format!("{e:#}"))?;

@@ -14,6 +14,7 @@ use crate::cli::LiveArgs;
 use crate::output::Progress;
 use crate::stop;
 use crate::UsageError;
+use udamon_core::softdirty::SoftDirtyReset;
 
 /// A live run to perform.
 pub struct LiveRun<'a> {
@@ -30,6 +31,8 @@ pub struct LiveRun<'a> {
     pub progress: bool,
     /// End the run when the process execs (default: follow the new program).
     pub stop_on_exec: bool,
+    /// When the soft-dirty path resets the bits.
+    pub softdirty_reset: SoftDirtyReset,
 }
 
 /// Runs a live monitor (with `run.schemes`, possibly none), writing a
@@ -46,6 +49,7 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
         dry_run: run.dry_run,
         duration_us: run.duration_us,
         stop_on_exec: run.stop_on_exec,
+        softdirty_reset: run.softdirty_reset,
         warn: udamon_session::Warner::default(),
     };
     let mut session = Session::start(&spec)?;
@@ -68,6 +72,7 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
         ),
         None => None,
     };
+    let setup_cpu_s = udamon_session::self_cpu_s();
     let info = session.info().clone();
     let what = if info.pid == 0 {
         info.command.clone()
@@ -104,12 +109,12 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
             Event::Exec { .. } => {}
         }
     };
-    // udamon's whole run, set-up and tear-down included (the tear-down's
-    // last part, removing the kdamond, is cheap).
-    let cpu = (
-        udamon_session::self_cpu_s(),
-        crate::output::since_start().as_secs_f64(),
-    );
+    // udamon's whole run up to its tear-down, set-up included.
+    let cpu = udamon_session::CpuSpent {
+        total_s: udamon_session::self_cpu_s(),
+        wall_s: crate::output::since_start().as_secs_f64(),
+        setup_s: setup_cpu_s,
+    };
     let output = out.map(|p| p.display().to_string());
     let summary = recorder.finish(&mut session, ended_by, output, cpu)?;
     stop::on_force(None);
@@ -140,8 +145,8 @@ pub fn print_summary(s: &LiveSummary) {
         s.access, s.source
     );
     print!(
-        "  udamon CPU: {:.4} s per second of monitoring",
-        s.udamon_cpu_s_per_s
+        "  udamon CPU: {:.4} s per second ({:.4} while monitoring, {:.2} s to set up)",
+        s.udamon_cpu_s_per_s, s.udamon_monitoring_cpu_s_per_s, s.udamon_setup_cpu_s
     );
     match s.kdamond_cpu_s_per_s {
         Some(k) => println!("; kdamond: {k:.4} s/s"),
@@ -184,6 +189,21 @@ pub fn run_from_args(
             }
         }
     };
+    if a.softdirty_reset.per_window()
+        && (a.paddr || matches!(a.ops, OpsChoice::Kdamond | OpsChoice::Idle))
+    {
+        return Err(UsageError(format!(
+            "--softdirty-reset {} applies to the soft-dirty path; {} does not reset \
+             soft-dirty bits (drop the flag, or monitor a process with --ops softdirty or auto)",
+            a.softdirty_reset,
+            if a.paddr {
+                "--paddr".to_string()
+            } else {
+                format!("--ops {}", a.ops.name())
+            }
+        ))
+        .into());
+    }
     let root = a.root.clone().unwrap_or_else(|| PathBuf::from("/"));
     let run = LiveRun {
         target,
@@ -195,6 +215,7 @@ pub fn run_from_args(
         duration_us,
         progress,
         stop_on_exec: a.stop_on_exec,
+        softdirty_reset: a.softdirty_reset,
     };
     run_live(&run, out)
 }

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
 use udamon_core::schemes::Damos;
+use udamon_core::softdirty::SoftDirtyReset;
 use udamon_core::{Attrs, Engine, IntervalsGoal, Monitor};
 use udamon_record::{Header, SimInfo, TargetInfo, Writer};
 use udamon_sim::units::parse_duration_us;
@@ -78,6 +79,9 @@ pub struct SimRun<'a> {
     pub interruptible: bool,
     /// Perform no action; count what the schemes would have done.
     pub dry_run: bool,
+    /// Simulate soft-dirty monitoring reset this way (`Sample`: the
+    /// simulator's own per-interval checks, which it is anyway).
+    pub softdirty_reset: SoftDirtyReset,
 }
 
 #[derive(Serialize)]
@@ -155,10 +159,18 @@ pub fn run_sim(run: &SimRun, out: Option<&Path>) -> Result<RunSummary> {
                 )
                 .into());
             }
+            if run.softdirty_reset.per_window() {
+                return Err(UsageError(
+                    "--softdirty-reset needs the adaptive or fixed-region monitor, not --full-scan"
+                        .into(),
+                )
+                .into());
+            }
             Mon::Other(build_monitor(&model, run.attrs, seed, run.kind).map_err(cannot)?)
         }
         kind => {
             let mut e = build_engine(&model, run.attrs, seed, kind).map_err(cannot)?;
+            e.ops_mut().set_soft_dirty_reset(run.softdirty_reset);
             e.set_schemes(run.schemes.clone());
             e.set_dry_run(run.dry_run);
             Mon::Engine(Box::new(e))
@@ -391,6 +403,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
         progress: true,
         interruptible: true,
         dry_run: false,
+        softdirty_reset: a.live.softdirty_reset,
     };
     let s = run_sim(&run, Some(&a.output))?;
     if s.ended_by == "interrupted" {

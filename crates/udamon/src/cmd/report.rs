@@ -505,10 +505,14 @@ fn summary_cmd(a: JsonFileArgs) -> Result<()> {
             f("avg_nr_regions").unwrap_or(0.0)
         );
         println!("access     {}", summary["access"].as_str().unwrap_or("?"));
-        println!(
+        print!(
             "udamon CPU {:.4} s/s",
             f("udamon_cpu_s_per_s").unwrap_or(0.0)
         );
+        match f("udamon_monitoring_cpu_s_per_s") {
+            Some(m) => println!(" ({m:.4} while monitoring)"),
+            None => println!(),
+        }
         if let Some(k) = f("kdamond_cpu_s_per_s") {
             println!("kdamond    {k:.4} s/s");
         }
