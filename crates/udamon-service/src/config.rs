@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use udamon_core::softdirty::SoftDirtyReset;
 
 use serde::Deserialize;
 use udamon_core::schemes::{Action, Damos};
@@ -60,6 +61,8 @@ struct RawJob {
     target: toml::Value,
     #[serde(default)]
     ops: OpsChoice,
+    /// As record's --softdirty-reset.
+    softdirty_reset: Option<String>,
     #[serde(default)]
     attrs: RawAttrs,
     #[serde(default)]
@@ -199,6 +202,9 @@ pub struct JobPlan {
     pub name: String,
     pub target: TargetPlan,
     pub ops: OpsChoice,
+    /// When the soft-dirty path resets the bits (as record's
+    /// --softdirty-reset).
+    pub softdirty_reset: SoftDirtyReset,
     pub attrs: Attrs,
     /// The schemes as the config gives them.
     pub schemes: Vec<Damos>,
@@ -232,7 +238,10 @@ impl JobPlan {
     /// Whether a change from `old` can be applied to running sessions
     /// (same target and path), rather than restarting the job.
     pub fn same_sessions(&self, old: &JobPlan) -> bool {
-        self.target == old.target && self.ops == old.ops && self.record == old.record
+        self.target == old.target
+            && self.ops == old.ops
+            && self.softdirty_reset == old.softdirty_reset
+            && self.record == old.record
     }
 }
 
@@ -741,6 +750,26 @@ fn resolve_job(
                 .into(),
         );
     }
+    let softdirty_reset: SoftDirtyReset = match &j.softdirty_reset {
+        None => SoftDirtyReset::default(),
+        Some(v) => v
+            .parse()
+            .map_err(|e| format!("softdirty_reset = \"{v}\": {e}"))?,
+    };
+    let no_softdirty = matches!(j.ops, OpsChoice::Kdamond | OpsChoice::Idle)
+        || matches!(target, TargetPlan::Paddr | TargetPlan::Node(_));
+    if softdirty_reset.per_window() && no_softdirty {
+        return Err(format!(
+            "softdirty_reset = \"{softdirty_reset}\" applies to the soft-dirty path, which this \
+             job never takes (ops = \"{}\"{}): leave it out",
+            j.ops.name(),
+            if matches!(target, TargetPlan::Paddr | TargetPlan::Node(_)) {
+                ", physical memory"
+            } else {
+                ""
+            }
+        ));
+    }
     let record = match &j.record {
         None => None,
         Some(r) => {
@@ -779,6 +808,7 @@ fn resolve_job(
         name: j.name.clone(),
         target,
         ops: j.ops,
+        softdirty_reset,
         attrs,
         schemes,
         scheme_origins,
@@ -905,6 +935,22 @@ schemes = [{ preset = "lru_sort" }]
     }
 
     #[test]
+    fn softdirty_reset_is_taken_and_a_changed_one_restarts_the_job() {
+        let text = |r: &str| {
+            format!(
+                "[[jobs]]\nname = \"a\"\ntarget = {{ comm = \"x\" }}\nsoftdirty_reset = \"{r}\""
+            )
+        };
+        let auto = parse(&text("auto")).unwrap();
+        assert_eq!(auto.jobs[0].softdirty_reset, SoftDirtyReset::Auto);
+        let every4 = parse(&text("windows:4")).unwrap();
+        assert_eq!(every4.jobs[0].softdirty_reset, SoftDirtyReset::Windows(4));
+        assert!(!every4.jobs[0].same_sessions(&auto.jobs[0]));
+        let plain = parse("[[jobs]]\nname = \"a\"\ntarget = { comm = \"x\" }").unwrap();
+        assert_eq!(plain.jobs[0].softdirty_reset, SoftDirtyReset::Sample);
+    }
+
+    #[test]
     fn mistakes_are_named_with_their_fix() {
         let cases = [
             ("", "no jobs"),
@@ -919,6 +965,12 @@ schemes = [{ preset = "lru_sort" }]
             ("[[jobs]]\nname = \"a\"\ntarget = { cmdline = \"(\" }", "target.cmdline"),
             ("[[jobs]]\nname = \"a\"\ntarget = { node = -1 }", "NUMA node id"),
             ("[[jobs]]\nname = \"a\"\ntarget = { node = 0 }\nops = \"softdirty\"", "watches processes"),
+            ("[[jobs]]\nname = \"a\"\ntarget = { pid = 1 }\nsoftdirty_reset = \"often\"", "windows:N"),
+            (
+                "[[jobs]]\nname = \"a\"\ntarget = { pid = 1 }\nops = \"idle\"\nsoftdirty_reset = \"auto\"",
+                "applies to the soft-dirty path",
+            ),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\nsoftdirty_reset = \"window\"", "physical memory"),
             ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.attrs]\nsample = \"5\"", "attrs.sample"),
             ("listen = \"localhost\"\n[[jobs]]\nname = \"a\"\ntarget = \"paddr\"", "address and port"),
             ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.guardrails]\npsi_pause_above = 10\npsi_resume_below = 20", "resuming"),

@@ -437,8 +437,7 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
             dry_run: plan.guardrails.dry_run,
             duration_us: None,
             stop_on_exec: false,
-            // Service jobs reset soft-dirty bits the kernel's way.
-            softdirty_reset: Default::default(),
+            softdirty_reset: plan.softdirty_reset,
             warn: {
                 let job = job.clone();
                 udamon_session::Warner::new(move |m| log::warn(Some(&job), m))

@@ -59,6 +59,8 @@ pub struct JobCheck {
     /// The path a session would take here, and why; or why it cannot run.
     pub path: Result<String, String>,
     pub because: String,
+    /// When the soft-dirty path would reset the bits ("sample", "auto"...).
+    pub softdirty_reset: String,
     pub attrs: udamon_core::Attrs,
     pub schemes: Vec<String>,
     pub guardrails: String,
@@ -116,8 +118,7 @@ pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
                 dry_run: j.guardrails.dry_run,
                 duration_us: None,
                 stop_on_exec: false,
-                // Service jobs reset soft-dirty bits the kernel's way.
-                softdirty_reset: Default::default(),
+                softdirty_reset: j.softdirty_reset,
                 warn: udamon_session::Warner::default(),
             };
             let mut result = udamon_session::plan(&spec, &features);
@@ -161,6 +162,7 @@ pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
                 processes,
                 path,
                 because,
+                softdirty_reset: j.softdirty_reset.to_string(),
                 attrs: j.attrs,
                 schemes: j
                     .effective_schemes()

@@ -690,3 +690,41 @@ fn the_tiering_backstop_lasts_as_long_as_the_job() {
     assert_eq!(demotion(), "false", "{err}");
     assert!(err.contains("demotion_enabled switched off again"), "{err}");
 }
+
+/// docs/service.md's example configuration, as written, is a valid plan:
+/// `run --check` lays out its job (and exits 0, or 2 only because this
+/// machine cannot run it, which it says).
+#[test]
+fn the_documented_configuration_is_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/service.md"
+    ))
+    .unwrap();
+    let start = doc.find("```toml\n").expect("a toml block") + 8;
+    let block = &doc[start..start + doc[start..].find("```").unwrap()];
+    let cfg = dir.path().join("udamon.toml");
+    fs::write(&cfg, block).unwrap();
+    let out = udamon(dir.path(), &["run", "--check", cfg.to_str().unwrap()]);
+    let (o, e) = (text(&out.stdout), text(&out.stderr));
+    assert!(o.contains("job redis: comm redis-server"), "{o}{e}");
+    match out.status.code() {
+        Some(0) => {}
+        Some(2) => assert!(e.contains("cannot run on this machine"), "{o}{e}"),
+        c => panic!("exit {c:?}: {o}{e}"),
+    }
+    // A soft-dirty reset other than the kernel's way is said in the plan.
+    fs::write(
+        &cfg,
+        block.replace("softdirty_reset = \"sample\"", "softdirty_reset = \"auto\""),
+    )
+    .unwrap();
+    let out = udamon(dir.path(), &["run", "--check", cfg.to_str().unwrap()]);
+    let o = text(&out.stdout);
+    assert!(
+        o.contains("  soft-dirty reset: auto"),
+        "{o}{}",
+        text(&out.stderr)
+    );
+}

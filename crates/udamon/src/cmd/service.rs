@@ -86,6 +86,9 @@ fn print_check(c: &Check) {
                 ""
             }
         );
+        if j.softdirty_reset != "sample" {
+            println!("  soft-dirty reset: {}", j.softdirty_reset);
+        }
         for (i, s) in j.schemes.iter().enumerate() {
             println!("  scheme {i}: {s}");
         }
