@@ -219,9 +219,8 @@ impl ProcOps {
     /// When soft-dirty mode resets the bits (idle mode ignores it).
     /// `Sample` resets before every sample; the others at the start of
     /// every Nth window, and convert counts at each window's end
-    /// ([`udamon_core::softdirty`]); `Auto` starts at every window and
-    /// lengthens the period while a reset takes more than a tenth of a
-    /// window.
+    /// ([`udamon_core::softdirty`]); `Auto` picks the period at each
+    /// window's end so that resets take at most a tenth of the time.
     pub fn set_soft_dirty_reset(&mut self, reset: SoftDirtyReset) {
         self.sd_window = match reset {
             SoftDirtyReset::Sample => None,
