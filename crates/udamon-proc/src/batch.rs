@@ -49,23 +49,24 @@ thread_local! {
     static ENGINE: RefCell<Engine> = const { RefCell::new(Engine::Untried) };
 }
 
-/// Whether this thread's batches use io_uring (tried on first use).
-pub fn uses_io_uring() -> bool {
+/// Runs `f` on this thread's ring (set up on first use) when there is one
+/// and a batch of `n` requests is worth a round through it; `None` when
+/// the requests are to be made one call each.
+fn on_ring<T>(n: usize, f: impl FnOnce(&mut IoUring) -> T) -> Option<T> {
     ENGINE.with(|e| {
         let mut e = e.borrow_mut();
-        init(&mut e);
-        matches!(*e, Engine::Ring(_))
+        if matches!(*e, Engine::Untried) {
+            let disabled = std::env::var("UDAMON_IO_URING").is_ok_and(|v| v == "0");
+            *e = match (!disabled).then(|| IoUring::new(RING_ENTRIES)) {
+                Some(Ok(ring)) => Engine::Ring(Box::new(ring)),
+                _ => Engine::Sync,
+            };
+        }
+        match &mut *e {
+            Engine::Ring(ring) if n >= MIN_RING_BATCH => Some(f(ring)),
+            _ => None,
+        }
     })
-}
-
-fn init(e: &mut Engine) {
-    if matches!(e, Engine::Untried) {
-        let disabled = std::env::var("UDAMON_IO_URING").is_ok_and(|v| v == "0");
-        *e = match (!disabled).then(|| IoUring::new(RING_ENTRIES)) {
-            Some(Ok(ring)) => Engine::Ring(Box::new(ring)),
-            _ => Engine::Sync,
-        };
-    }
 }
 
 /// Reads each `(offset, buffer)` of `file` until the buffer is full or the
@@ -76,17 +77,7 @@ pub fn read_many(file: &File, reqs: &mut [(u64, &mut [u8])]) -> io::Result<Vec<u
     if reqs.is_empty() {
         return Ok(done);
     }
-    let ring_result = ENGINE.with(|e| {
-        let mut e = e.borrow_mut();
-        init(&mut e);
-        match &mut *e {
-            Engine::Ring(ring) if reqs.len() >= MIN_RING_BATCH => {
-                Some(submit_reads(ring, file, reqs, &mut done))
-            }
-            _ => None,
-        }
-    });
-    match ring_result {
+    match on_ring(reqs.len(), |ring| submit_reads(ring, file, reqs, &mut done)) {
         Some(Ok(())) => {
             // A short read that is not the end of the file (a proc file
             // may hand out less than asked) is finished here.
@@ -114,17 +105,7 @@ pub fn write_many(file: &File, reqs: &[(u64, &[u8])]) -> io::Result<()> {
     if reqs.is_empty() {
         return Ok(());
     }
-    let ring_result = ENGINE.with(|e| {
-        let mut e = e.borrow_mut();
-        init(&mut e);
-        match &mut *e {
-            Engine::Ring(ring) if reqs.len() >= MIN_RING_BATCH => {
-                Some(submit_writes(ring, file, reqs))
-            }
-            _ => None,
-        }
-    });
-    match ring_result {
+    match on_ring(reqs.len(), |ring| submit_writes(ring, file, reqs)) {
         Some(r) => r,
         None => reqs
             .iter()

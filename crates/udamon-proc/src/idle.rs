@@ -60,17 +60,13 @@ impl IdleBitmap {
     /// per run of contiguous words, all in one batch. PFNs past the end
     /// read as not idle.
     pub fn is_idle(&self, pfns: &[u64]) -> Result<Vec<bool>, ProcError> {
-        let mut idx: Vec<u64> = pfns.iter().map(|p| p / 64).collect();
-        idx.sort_unstable();
-        idx.dedup();
+        let idx: Vec<u64> = pfns.iter().map(|p| p / 64).collect();
         let vals =
             read_words(&self.file, &idx).map_err(|e| ProcError::io("reading", &self.path, e))?;
         Ok(pfns
             .iter()
-            .map(|p| {
-                let i = idx.binary_search(&(p / 64)).expect("word was read");
-                vals[i] & (1 << (p % 64)) != 0
-            })
+            .zip(vals)
+            .map(|(p, w)| w & (1 << (p % 64)) != 0)
             .collect())
     }
 }
@@ -189,20 +185,21 @@ impl KpageFlags {
             let offset = vaddrs.get(i).map_or(0, |v| v / 4096 % MAX_FOLIO_PAGES);
             (offset > 0 && pfns[i] % MAX_FOLIO_PAGES == offset).then(|| pfns[i] - offset)
         };
+        // The pages' own flags, then each page's guessed head's (the page
+        // itself where there is no guess: read once either way).
+        let guesses: Vec<Option<u64>> = (0..pfns.len()).map(guess).collect();
         let mut wanted: Vec<u64> = pfns.to_vec();
-        wanted.extend((0..pfns.len()).filter_map(guess));
-        wanted.sort_unstable();
-        wanted.dedup();
+        wanted.extend(guesses.iter().zip(pfns).map(|(g, &p)| g.unwrap_or(p)));
         let words = read_words(&self.file, &wanted).map_err(err)?;
-        let flags_of = |p: u64| words[wanted.binary_search(&p).expect("read")];
-        let mut out: Vec<(u64, u64)> = pfns.iter().map(|&p| (p, flags_of(p))).collect();
+        let (own, guessed) = words.split_at(pfns.len());
+        let mut out: Vec<(u64, u64)> = pfns.iter().copied().zip(own.iter().copied()).collect();
         let mut missed = Vec::new();
         for (i, o) in out.iter_mut().enumerate() {
             if o.1 & KPF_COMPOUND_TAIL == 0 {
                 continue;
             }
-            match guess(i).map(|g| (g, flags_of(g))) {
-                Some((g, gf)) if gf & KPF_COMPOUND_HEAD != 0 => *o = (g, gf),
+            match guesses[i] {
+                Some(g) if guessed[i] & KPF_COMPOUND_HEAD != 0 => *o = (g, guessed[i]),
                 _ => missed.push(i),
             }
         }

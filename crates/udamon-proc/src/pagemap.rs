@@ -93,20 +93,10 @@ impl Pagemap {
     /// batch ([`crate::batch`]); pages past the end of the file read as
     /// empty entries (not present).
     pub fn entries(&self, addrs: &[u64]) -> Result<Vec<PagemapEntry>, ProcError> {
-        let mut pages: Vec<u64> = addrs.iter().map(|a| a / PAGE_SZ).collect();
-        pages.sort_unstable();
-        pages.dedup();
+        let pages: Vec<u64> = addrs.iter().map(|a| a / PAGE_SZ).collect();
         let words =
             read_words(&self.file, &pages).map_err(|e| ProcError::io("reading", &self.path, e))?;
-        Ok(addrs
-            .iter()
-            .map(|a| {
-                let i = pages
-                    .binary_search(&(a / PAGE_SZ))
-                    .expect("every page was read");
-                PagemapEntry(words[i])
-            })
-            .collect())
+        Ok(words.into_iter().map(PagemapEntry).collect())
     }
 
     /// Like [`entries`](Self::entries), but fails with
@@ -135,10 +125,22 @@ pub(crate) fn contiguous_runs(sorted: &[u64]) -> impl Iterator<Item = &[u64]> {
     sorted.chunk_by(|a, b| *b == *a + 1)
 }
 
-/// The 64-bit words at indices `sorted` (sorted, unique) of a file of
-/// such words: one request per run of consecutive indices, all in one
-/// batch. Words past the end of the file read as 0.
-pub(crate) fn read_words(file: &File, sorted: &[u64]) -> std::io::Result<Vec<u64>> {
+/// The 64-bit words at `indices` (any order, repeats allowed) of a file of
+/// such words, in the order given: each word read once, one request per
+/// run of consecutive indices, all in one batch. Words past the end of the
+/// file read as 0.
+pub(crate) fn read_words(file: &File, indices: &[u64]) -> std::io::Result<Vec<u64>> {
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let words = read_sorted_words(file, &sorted)?;
+    Ok(indices
+        .iter()
+        .map(|i| words[sorted.binary_search(i).expect("every index was read")])
+        .collect())
+}
+
+fn read_sorted_words(file: &File, sorted: &[u64]) -> std::io::Result<Vec<u64>> {
     let mut buf = vec![0u8; sorted.len() * 8];
     let runs: Vec<&[u64]> = contiguous_runs(sorted).collect();
     let mut reqs: Vec<(u64, &mut [u8])> = Vec::with_capacity(runs.len());
