@@ -47,6 +47,16 @@ impl SoftDirtyReset {
     pub fn per_window(self) -> bool {
         self != SoftDirtyReset::Sample
     }
+
+    /// The reset period in windows a per-window backend starts with
+    /// (`Auto` starts at 1); `None` for a reset before every sample.
+    pub fn first_period(self) -> Option<u32> {
+        match self {
+            SoftDirtyReset::Sample => None,
+            SoftDirtyReset::Windows(n) => Some(n),
+            SoftDirtyReset::Auto => Some(1),
+        }
+    }
 }
 
 impl fmt::Display for SoftDirtyReset {

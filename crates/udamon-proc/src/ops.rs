@@ -222,21 +222,12 @@ impl ProcOps {
     /// ([`udamon_core::softdirty`]); `Auto` picks the period at each
     /// window's end so that resets take at most a tenth of the time.
     pub fn set_soft_dirty_reset(&mut self, reset: SoftDirtyReset) {
-        self.sd_window = match reset {
-            SoftDirtyReset::Sample => None,
-            SoftDirtyReset::Windows(n) => Some(SoftDirtyWindows {
-                est: WindowEstimator::new(n),
-                auto: false,
-                last_reset: Duration::ZERO,
-                window_start: None,
-            }),
-            SoftDirtyReset::Auto => Some(SoftDirtyWindows {
-                est: WindowEstimator::new(1),
-                auto: true,
-                last_reset: Duration::ZERO,
-                window_start: None,
-            }),
-        };
+        self.sd_window = reset.first_period().map(|n| SoftDirtyWindows {
+            est: WindowEstimator::new(n),
+            auto: reset == SoftDirtyReset::Auto,
+            last_reset: Duration::ZERO,
+            window_start: None,
+        });
     }
 
     /// The current reset period in windows (1 when resetting every

@@ -756,18 +756,13 @@ fn resolve_job(
             .parse()
             .map_err(|e| format!("softdirty_reset = \"{v}\": {e}"))?,
     };
-    let no_softdirty = matches!(j.ops, OpsChoice::Kdamond | OpsChoice::Idle)
-        || matches!(target, TargetPlan::Paddr | TargetPlan::Node(_));
-    if softdirty_reset.per_window() && no_softdirty {
+    let phys = matches!(target, TargetPlan::Paddr | TargetPlan::Node(_));
+    if softdirty_reset.per_window() && !j.ops.may_take_softdirty(phys) {
         return Err(format!(
             "softdirty_reset = \"{softdirty_reset}\" applies to the soft-dirty path, which this \
              job never takes (ops = \"{}\"{}): leave it out",
             j.ops.name(),
-            if matches!(target, TargetPlan::Paddr | TargetPlan::Node(_)) {
-                ", physical memory"
-            } else {
-                ""
-            }
+            if phys { ", physical memory" } else { "" }
         ));
     }
     let record = match &j.record {

@@ -49,6 +49,12 @@ pub enum OpsChoice {
 }
 
 impl OpsChoice {
+    /// Whether a run with this choice may end up on the soft-dirty path
+    /// (`phys`: it watches physical memory, which soft-dirty cannot).
+    pub fn may_take_softdirty(self, phys: bool) -> bool {
+        !phys && matches!(self, OpsChoice::Auto | OpsChoice::Softdirty)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             OpsChoice::Auto => "auto",

@@ -56,17 +56,10 @@ impl SimOps {
     /// simulator does anyway; `Auto` resets every window (a simulated
     /// reset costs nothing).
     pub fn set_soft_dirty_reset(&mut self, reset: SoftDirtyReset) {
-        self.soft_dirty = match reset {
-            SoftDirtyReset::Sample => None,
-            SoftDirtyReset::Windows(n) => Some(SoftDirty {
-                est: WindowEstimator::new(n),
-                reset_us: 0,
-            }),
-            SoftDirtyReset::Auto => Some(SoftDirty {
-                est: WindowEstimator::new(1),
-                reset_us: 0,
-            }),
-        };
+        self.soft_dirty = reset.first_period().map(|n| SoftDirty {
+            est: WindowEstimator::new(n),
+            reset_us: 0,
+        });
     }
 
     pub fn model(&self) -> &Model {

@@ -204,22 +204,35 @@ fn sim(
     score: bool,
 ) -> Result<super::record::RunSummary> {
     run_sim(
-        &SimRun {
-            spec_text: spec,
-            origin,
-            seed: None,
-            duration_us,
-            attrs,
-            kind,
-            schemes: Vec::new(),
-            score,
-            progress: true,
-            interruptible: false,
-            dry_run: false,
-            softdirty_reset: Default::default(),
-        },
+        &bench_run(spec, origin, duration_us, attrs, kind, score),
         out,
     )
+}
+
+/// A bench's simulated run: no schemes, no seed but the spec's, a
+/// progress bar, not interruptible, the kernel's soft-dirty reset.
+fn bench_run<'a>(
+    spec: &'a str,
+    origin: &'a str,
+    duration_us: Option<u64>,
+    attrs: Attrs,
+    kind: MonitorKind,
+    score: bool,
+) -> SimRun<'a> {
+    SimRun {
+        spec_text: spec,
+        origin,
+        seed: None,
+        duration_us,
+        attrs,
+        kind,
+        schemes: Vec::new(),
+        score,
+        progress: true,
+        interruptible: false,
+        dry_run: false,
+        softdirty_reset: Default::default(),
+    }
 }
 
 fn cost(a: &BenchArgs, report: &mut Report) -> Result<()> {
@@ -520,18 +533,15 @@ fn softdirty_table(a: &BenchArgs, report: &mut Report) -> Result<()> {
         ] {
             let s = run_sim(
                 &SimRun {
-                    spec_text: spec,
-                    origin: name,
-                    seed: None,
-                    duration_us: duration,
-                    attrs: Attrs::default(),
-                    kind: MonitorKind::Adaptive,
-                    schemes: Vec::new(),
-                    score: true,
-                    progress: true,
-                    interruptible: false,
-                    dry_run: false,
                     softdirty_reset: reset,
+                    ..bench_run(
+                        spec,
+                        name,
+                        duration,
+                        Attrs::default(),
+                        MonitorKind::Adaptive,
+                        true,
+                    )
                 },
                 None,
             )?;
@@ -592,18 +602,15 @@ fn schemes_table(a: &BenchArgs, report: &mut Report) -> Result<()> {
             // orig: no monitoring at all; rec: monitoring, no scheme. The
             // simulator charges monitoring no cost, so both run the engine.
             let run = SimRun {
-                spec_text: spec,
-                origin: name,
-                seed: None,
-                duration_us: duration,
-                attrs: Attrs::default(),
-                kind: MonitorKind::Adaptive,
                 schemes,
-                score: false,
-                progress: true,
-                interruptible: false,
-                dry_run: false,
-                softdirty_reset: Default::default(),
+                ..bench_run(
+                    spec,
+                    name,
+                    duration,
+                    Attrs::default(),
+                    MonitorKind::Adaptive,
+                    false,
+                )
             };
             let s = run_sim(&run, None)?;
             let num = |k: &str| s.metrics.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);

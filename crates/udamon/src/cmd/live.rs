@@ -189,9 +189,7 @@ pub fn run_from_args(
             }
         }
     };
-    if a.softdirty_reset.per_window()
-        && (a.paddr || matches!(a.ops, OpsChoice::Kdamond | OpsChoice::Idle))
-    {
+    if a.softdirty_reset.per_window() && !a.ops.may_take_softdirty(a.paddr) {
         return Err(UsageError(format!(
             "--softdirty-reset {} applies to the soft-dirty path; {} does not reset \
              soft-dirty bits (drop the flag, or monitor a process with --ops softdirty or auto)",
