@@ -14,6 +14,7 @@ pub mod result;
 pub mod run;
 pub mod suite;
 pub mod table;
+pub mod tuning;
 
 use std::path::{Path, PathBuf};
 
@@ -74,6 +75,14 @@ pub enum Event<'a> {
         workload: &'a str,
         config: &'a str,
         repeat: u32,
+    },
+    /// Run `done` of the `total` runs tuning `config` for `workload` (a
+    /// `tuned-*` configuration's first run tunes it) ended.
+    Tune {
+        workload: &'a str,
+        config: &'a str,
+        done: usize,
+        total: usize,
     },
     /// It ended and was saved.
     Done {
@@ -197,6 +206,9 @@ pub fn evaluate(
         thp_path: machine.thp_path,
     };
     let total = todo.len();
+    // Tunings that did not end with schemes in this evaluation: the later
+    // repeats end the same way instead of tuning again.
+    let mut untuned: Vec<(usize, usize, RunResult)> = Vec::new();
     for (i, (w, c, r)) in todo.into_iter().enumerate() {
         if (machine.stop)() {
             return Ok(Outcome::Interrupted);
@@ -210,15 +222,50 @@ pub fn evaluate(
             config: cname,
             repeat: r,
         });
-        let result = match &wl.kind {
-            Kind::Command { .. } => match run::run(&ctx, wl, cname, config, r)? {
+        let mut tuned = None;
+        let mut result = None;
+        let config = match config {
+            Config::Tuned { schemes } => {
+                let known = untuned.iter().find(|x| x.0 == w && x.1 == c);
+                let t = match known {
+                    Some((_, _, res)) => Err(res.clone()),
+                    None => tuned_schemes(&ctx, sim, suite, wl, cname, schemes, progress)?,
+                };
+                match t {
+                    Ok(Some((t, schemes))) => {
+                        let file = suite::SchemeSource::File(t.schemes_file.clone());
+                        tuned = Some(t);
+                        Config::Schemes { file, schemes }
+                    }
+                    Ok(None) => return Ok(Outcome::Interrupted),
+                    Err(res) => {
+                        if known.is_none() {
+                            untuned.push((w, c, res.clone()));
+                        }
+                        let mut res = res;
+                        res.repeat = r;
+                        result = Some(res);
+                        config.clone()
+                    }
+                }
+            }
+            _ => config.clone(),
+        };
+        let mut result = match (result, &wl.kind) {
+            (Some(x), _) => x,
+            (None, Kind::Command { .. }) => match run::run(&ctx, wl, cname, &config, r)? {
                 Ok(x) => x,
                 Err(run::Interrupted) => return Ok(Outcome::Interrupted),
             },
-            Kind::Sim { spec, duration_us } => {
-                sim_run(sim, spec, *duration_us, &wl.name, cname, config, r)?
+            (None, Kind::Sim { spec, duration_us }) => {
+                sim_run(sim, spec, *duration_us, &wl.name, cname, &config, r)?
             }
         };
+        if let Some(t) = tuned {
+            result.tuned = Some(format!("{} = {}", t.knob, t.display));
+            result.tuning_s = Some(t.tuning_s);
+            result.tuning_runs = Some(t.runs);
+        }
         store.save(result)?;
         let saved = store.results.last().expect("just saved");
         progress(Event::Done {
@@ -228,6 +275,49 @@ pub fn evaluate(
         });
     }
     Ok(Outcome::Finished)
+}
+
+/// A `tuned-*` configuration's schemes for `wl`: saved by an earlier
+/// tuning, else tuned now. `Ok(None)`: interrupted; `Err`: the run's
+/// result when the tuning ended without schemes (failed or skipped).
+#[allow(clippy::type_complexity)]
+fn tuned_schemes(
+    ctx: &run::Ctx,
+    sim: &mut dyn SimRunner,
+    suite: &Suite,
+    wl: &Workload,
+    cname: &str,
+    schemes: &[Damos],
+    progress: &mut dyn FnMut(Event),
+) -> Result<Result<Option<(tuning::Tuning, Vec<Damos>)>, RunResult>, Error> {
+    if let Some(x) = tuning::load(ctx.dir, &wl.name, cname) {
+        return Ok(Ok(Some(x)));
+    }
+    let mut tp = |done, total| {
+        progress(Event::Tune {
+            workload: &wl.name,
+            config: cname,
+            done,
+            total,
+        })
+    };
+    let mut res = RunResult::new(&wl.name, cname, 0);
+    match tuning::tune(ctx, sim, suite, wl, cname, schemes, &mut tp)? {
+        tuning::Outcome::Interrupted => Ok(Ok(None)),
+        tuning::Outcome::Failed(why) => {
+            res.fail(why);
+            Ok(Err(res))
+        }
+        tuning::Outcome::Skipped(why) => {
+            res.skip(why);
+            Ok(Err(res))
+        }
+        tuning::Outcome::Tuned(t) => {
+            let s = udamon_scheme_file::parse_file(&t.schemes_file)
+                .map_err(|e| Error::Other(format!("{}: {e}", t.schemes_file.display())))?;
+            Ok(Ok(Some((t, s))))
+        }
+    }
 }
 
 /// Refuses a `flag` value naming no `what` of the suite.
@@ -255,7 +345,7 @@ fn sim_run(
         Config::Orig | Config::Rec => Vec::new(),
         Config::Thp => udamon_scheme_file::parse(suite::THP_SCHEME, "thp", None)
             .map_err(|e| Error::Other(format!("built-in thp scheme: {e}")))?,
-        Config::Schemes { schemes, .. } => schemes.clone(),
+        Config::Schemes { schemes, .. } | Config::Tuned { schemes } => schemes.clone(),
         Config::Prec => {
             r.skip("prec records a live machine's physical memory; a simulated workload has none");
             return Ok(r);

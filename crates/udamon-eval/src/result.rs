@@ -71,6 +71,14 @@ pub struct RunResult {
     /// The system's THP setting during the run.
     #[serde(default)]
     pub thp: Option<String>,
+    /// `tuned-*` runs: the tuned value (`min_age = 3s`), what the tuning
+    /// took, and its runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning_runs: Option<u32>,
 }
 
 impl RunResult {
@@ -103,6 +111,9 @@ impl RunResult {
             target_pid: None,
             monitor_path: None,
             thp: None,
+            tuned: None,
+            tuning_s: None,
+            tuning_runs: None,
         }
     }
 

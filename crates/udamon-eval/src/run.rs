@@ -466,5 +466,10 @@ fn monitor_command(
             c
         }
         Config::Orig | Config::Thp => unreachable!("no monitor"),
+        Config::Tuned { .. } => {
+            return Err(Error::Other(format!(
+                "{config_name}: a tuned configuration runs as its tuned schemes"
+            )))
+        }
     })
 }

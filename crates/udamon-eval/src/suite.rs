@@ -48,7 +48,25 @@ struct File {
     #[serde(default)]
     schemes: BTreeMap<String, PathBuf>,
     #[serde(default)]
+    tune: Option<TuneFile>,
+    #[serde(default)]
     workload: Vec<WorkloadFile>,
+}
+
+/// How `tuned-*` configurations tune (as `udamon tune`'s flags).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TuneFile {
+    #[serde(default)]
+    knob: Option<String>,
+    #[serde(default)]
+    range: Option<String>,
+    #[serde(default)]
+    step: Option<String>,
+    #[serde(default)]
+    samples: Option<usize>,
+    #[serde(default)]
+    seed: Option<u64>,
 }
 
 fn default_repeats() -> u32 {
@@ -163,6 +181,20 @@ pub enum Config {
     DamoRec,
     /// damo applies these schemes to the target (and records it).
     DamoSchemes { schemes: Vec<Damos> },
+    /// These schemes, with the suite's `[tune]` knob tuned for each
+    /// workload first (DAOS's auto-tuning runtime, on the workload's own
+    /// runs), then applied as `Schemes` are.
+    Tuned { schemes: Vec<Damos> },
+}
+
+/// How `tuned-*` configurations are tuned: the knob, its range and grid,
+/// the number of sampled runs, the sampling seed.
+#[derive(Debug, Clone, Copy)]
+pub struct TuneSpec {
+    pub knob: udamon_tune::Knob,
+    pub domain: udamon_tune::Domain,
+    pub samples: usize,
+    pub seed: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -199,6 +231,9 @@ pub struct Suite {
     /// The THP setting for every configuration but `thp` (which runs with
     /// "always"); `None`: leave the system's.
     pub thp: Option<String>,
+    /// The `[tune]` table (defaults: `min_age` of scheme 0 over 0-60 s,
+    /// 10 samples), for `tuned-*` configurations.
+    pub tune: TuneSpec,
     pub workloads: Vec<Workload>,
 }
 
@@ -386,7 +421,9 @@ impl Suite {
             configs.push((name.clone(), c));
         }
         for name in f.schemes.keys() {
-            if matches!(name.as_str(), "orig" | "rec" | "prec" | "thp") || name.starts_with("damo-")
+            if matches!(name.as_str(), "orig" | "rec" | "prec" | "thp")
+                || name.starts_with("damo-")
+                || name.starts_with("tuned-")
             {
                 return Err(bad(
                     path,
@@ -394,6 +431,13 @@ impl Suite {
                         "[schemes] {name:?}: that name is a built-in configuration; pick another"
                     ),
                 ));
+            }
+        }
+        let tune = tune_spec(path, f.tune.as_ref())?;
+        for (name, c) in &configs {
+            if let Config::Tuned { schemes } = c {
+                udamon_tune::check(schemes, &tune.knob, &tune.domain)
+                    .map_err(|e| bad(path, format!("config {name:?}: [tune]: {e}")))?;
             }
         }
         Ok(Suite {
@@ -413,9 +457,64 @@ impl Suite {
             damo_args: f.damo_args,
             drop_caches: f.drop_caches,
             thp: f.thp,
+            tune,
             workloads,
         })
     }
+}
+
+/// The `[tune]` table, checked, with `udamon tune`'s defaults.
+fn tune_spec(path: &Path, t: Option<&TuneFile>) -> Result<TuneSpec, Error> {
+    let ue = |e: udamon_tune::Error| bad(path, format!("[tune]: {e}"));
+    let knob = match t.and_then(|t| t.knob.as_deref()) {
+        Some(k) => udamon_tune::Knob::parse(k).map_err(ue)?,
+        None => udamon_tune::Knob::default(),
+    };
+    let (lo, hi) = match t.and_then(|t| t.range.as_deref()) {
+        Some(r) => knob.parse_range(r).map_err(ue)?,
+        None => knob.default_range().ok_or_else(|| {
+            bad(
+                path,
+                format!(
+                    "[tune]: knob {:?} has no default range: give range, e.g. range = {:?}",
+                    knob.name(),
+                    knob.example_range()
+                ),
+            )
+        })?,
+    };
+    let step = match t.and_then(|t| t.step.as_deref()) {
+        Some(s) => {
+            let v = knob
+                .parse_value(s)
+                .map_err(|e| bad(path, format!("[tune]: step {s:?}: {e}")))?;
+            if v <= 0.0 {
+                return Err(bad(
+                    path,
+                    format!(
+                        "[tune]: step {s:?} is 0: give a step above 0, e.g. {:?}",
+                        knob.format(knob.default_step(lo, hi))
+                    ),
+                ));
+            }
+            v
+        }
+        None => knob.default_step(lo, hi),
+    };
+    let domain = udamon_tune::Domain::new(lo, hi, step).map_err(ue)?;
+    let samples = t.and_then(|t| t.samples).unwrap_or(10);
+    if !(1..=100).contains(&samples) {
+        return Err(bad(
+            path,
+            format!("[tune]: samples = {samples}: give 1 to 100 (the paper uses 10)"),
+        ));
+    }
+    Ok(TuneSpec {
+        knob,
+        domain,
+        samples,
+        seed: t.and_then(|t| t.seed).unwrap_or(0),
+    })
 }
 
 fn valid_name(s: &str) -> bool {
@@ -473,12 +572,10 @@ fn config(
         "damo-rec" => Config::DamoRec,
         _ => {
             if let Some(s) = name.strip_prefix("tuned-") {
-                return Err(bad(
-                    path,
-                    format!(
-                        "config {name:?}: tuned configurations are not built yet; run `udamon tune` for {s:?} and name its result in [schemes]"
-                    ),
-                ));
+                let Some((_, schemes)) = scheme_source(path, s, table, rel)? else {
+                    return Err(unknown(path, name));
+                };
+                return Ok(Config::Tuned { schemes });
             }
             if let Some(s) = name.strip_prefix("damo-") {
                 let Some((_, schemes)) = scheme_source(path, s, table, rel)? else {
@@ -499,7 +596,7 @@ fn unknown(path: &Path, name: &str) -> Error {
     bad(
         path,
         format!(
-            "config {name:?} is unknown: give orig, rec, prec, thp, ethp, prcl, damo-rec, damo-<scheme>, or a scheme named in [schemes]"
+            "config {name:?} is unknown: give orig, rec, prec, thp, ethp, prcl, damo-rec, damo-<scheme>, tuned-<scheme>, or a scheme named in [schemes]"
         ),
     )
 }
@@ -586,7 +683,10 @@ mod tests {
         for (text, want) in [
             (r#"configs = ["orig"]"#, "no [[workload]]"),
             ("configs = [\"oops\"]\n[[workload]]\nname = \"w\"\nrun = \"true\"", "\"oops\" is unknown"),
-            ("configs = [\"tuned-prcl\"]\n[[workload]]\nname = \"w\"\nrun = \"true\"", "not built yet"),
+            ("configs = [\"tuned-oops\"]\n[[workload]]\nname = \"w\"\nrun = \"true\"", "\"tuned-oops\" is unknown"),
+            ("configs = [\"tuned-prcl\"]\n[tune]\nknob = \"3.min_age\"\n[[workload]]\nname = \"w\"\nrun = \"true\"", "config \"tuned-prcl\": [tune]"),
+            ("configs = [\"tuned-prcl\"]\n[tune]\nsamples = 0\n[[workload]]\nname = \"w\"\nrun = \"true\"", "samples = 0"),
+            ("configs = [\"tuned-prcl\"]\n[tune]\nknob = \"min_sz\"\n[[workload]]\nname = \"w\"\nrun = \"true\"", "give range"),
             ("configs = [\"orig\"]\n[[workload]]\nname = \"w\"", "give `run`"),
             ("configs = [\"orig\"]\n[[workload]]\nname = \"a b\"\nrun = \"x\"", "letters, digits"),
             ("configs = [\"orig\"]\n[[workload]]\nname = \"w\"\nrun = \"x\"\nmetric = { regex = \"[0-9]+\", name = \"n\" }", "no capture group"),

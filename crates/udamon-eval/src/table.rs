@@ -97,6 +97,14 @@ pub struct ConfigSummary {
     pub stats: BTreeMap<&'static str, Stats>,
     /// (mean / orig's mean - 1) x 100, per figure.
     pub overhead_pct: BTreeMap<&'static str, f64>,
+    /// `tuned-*`: the value its tuning chose (`min_age = 3s`), what the
+    /// tuning took (seconds) and its runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tuned: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tuning_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tuning_runs: Option<u32>,
 }
 
 #[derive(Debug, Serialize)]
@@ -169,6 +177,9 @@ pub fn summarise(suite: &Suite, results: &[RunResult]) -> Summary {
                 reasons,
                 stats,
                 overhead_pct: BTreeMap::new(),
+                tuned: runs.iter().find_map(|r| r.tuned.clone()),
+                tuning_s: runs.iter().find_map(|r| r.tuning_s),
+                tuning_runs: runs.iter().find_map(|r| r.tuning_runs),
             });
         }
         if let Some(base) = configs
@@ -331,6 +342,17 @@ pub fn render(summary: &Summary) -> String {
             let _ = writeln!(out, "{}", line.trim_end());
         }
         for c in &w.configs {
+            if let Some(t) = &c.tuned {
+                let _ = write!(out, "  {}: tuned {t}", c.config);
+                if let (Some(s), Some(n)) = (c.tuning_s, c.tuning_runs) {
+                    let _ = write!(
+                        out,
+                        " in {} ({n} runs, not counted above)",
+                        human(s, Unit::Seconds)
+                    );
+                }
+                out.push('\n');
+            }
             for why in &c.reasons {
                 let _ = writeln!(out, "  {}: {why}", c.config);
             }

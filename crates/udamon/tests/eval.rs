@@ -362,3 +362,171 @@ fn bad_input_names_the_value_and_the_fix() {
         "mine"
     );
 }
+
+#[test]
+fn a_tuned_configuration_tunes_once_per_workload_and_every_repeat_uses_it() {
+    let d = tempfile::tempdir().unwrap();
+    let s = suite(
+        d.path(),
+        &format!(
+            "repeats = 2\nconfigs = [\"orig\", \"tuned-prcl\"]\n[tune]\nrange = \"0s..20s\"\nsamples = 6\n[[workload]]\nname = \"m\"\nsim = \"{}\"\nduration = \"30s\"\n",
+            repo("examples/specs/machine.toml")
+        ),
+    );
+    let out = d.path().join("out");
+    let o = udamon(d.path(), &["eval", &s, "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    // A run without schemes, six samples, the confirming run.
+    assert!(
+        err.contains("tuning tuned-prcl for m: run 8 of 8 done"),
+        "{err}"
+    );
+    let rs = results(&out);
+    let tuned: Vec<&serde_json::Value> =
+        rs.iter().filter(|r| r["config"] == "tuned-prcl").collect();
+    assert_eq!(tuned.len(), 2, "{rs:?}");
+    for r in &tuned {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["tuning_runs"], 8, "{r}");
+        assert_eq!(r["tuned"], tuned[0]["tuned"], "one tuning for every repeat");
+    }
+    // The tuning is saved: its runs, the tuner's account, the schemes.
+    let t: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("tuned/m.tuned-prcl.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(t["run_results"].as_array().unwrap().len(), 8);
+    assert_eq!(t["run_results"][0]["config"], "tuned-prcl.tuning1");
+    let v = t["value"].as_f64().unwrap();
+    assert!((0.0..=20e6).contains(&v), "{t}");
+    assert_eq!(
+        tuned[0]["tuned"],
+        format!("min_age = {}", t["display"].as_str().unwrap())
+    );
+    assert_eq!(t["tune"]["chosen"]["value"], t["value"]);
+    let schemes = std::fs::read_to_string(t["schemes_file"].as_str().unwrap()).unwrap();
+    assert!(schemes.contains("pageout"), "{schemes}");
+    // The tuned scheme did what prcl does on this workload: less memory.
+    let o = udamon(
+        d.path(),
+        &[
+            "eval",
+            &s,
+            "-o",
+            out.to_str().unwrap(),
+            "--report",
+            "--json",
+        ],
+    );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &j["workloads"][0]["configs"][1];
+    assert_eq!(c["config"], "tuned-prcl");
+    assert_eq!(c["tuned"], tuned[0]["tuned"]);
+    assert!(
+        c["overhead_pct"]["rss.avg"].as_f64().unwrap() < -10.0,
+        "{c}"
+    );
+    // A third repeat reuses the saved tuning.
+    let o = udamon(
+        d.path(),
+        &["eval", &s, "-o", out.to_str().unwrap(), "--repeats", "3"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        !text(&o.stderr).contains("tuning tuned-prcl"),
+        "{}",
+        text(&o.stderr)
+    );
+    let rs = results(&out);
+    let third = rs
+        .iter()
+        .find(|r| r["config"] == "tuned-prcl" && r["repeat"] == 2)
+        .expect("repeat 3 ran");
+    assert_eq!(third["tuned"], tuned[0]["tuned"]);
+    assert!(
+        text(&o.stdout).contains(&format!(
+            "tuned-prcl: tuned {}",
+            tuned[0]["tuned"].as_str().unwrap()
+        )),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
+fn a_tuned_configuration_on_a_machine_without_a_live_path_is_skipped_once() {
+    let d = tempfile::tempdir().unwrap();
+    // Long enough for a once-a-second RSS sample: the tuner needs one.
+    let s = suite(
+        d.path(),
+        "repeats = 2\nconfigs = [\"tuned-prcl\"]\n[[workload]]\nname = \"nap\"\nrun = \"sleep 1.5\"\n",
+    );
+    let out = d.path().join("out");
+    let o = udamon(d.path(), &["eval", &s, "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rs = results(&out);
+    assert_eq!(rs.len(), 2, "{rs:?}");
+    for r in &rs {
+        assert_eq!(r["status"], "skipped", "{r}");
+        assert!(
+            r["reason"]
+                .as_str()
+                .unwrap()
+                .contains("cannot run the monitor"),
+            "{r}"
+        );
+    }
+    // The scheme-less run and the first candidate ran; the second repeat
+    // did not tune again, and nothing was saved as tuned.
+    let mut runs: Vec<String> = std::fs::read_dir(out.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".out") && !n.contains("monitor"))
+        .collect();
+    runs.sort();
+    assert_eq!(
+        runs,
+        vec![
+            "nap.tuned-prcl.tuning1.0.out",
+            "nap.tuned-prcl.tuning2.0.out"
+        ]
+    );
+    assert!(!out.join("tuned/nap.tuned-prcl.json").exists());
+}
+
+#[test]
+fn docs_suite_file_example_parses_as_written() {
+    let doc = std::fs::read_to_string(repo("docs/evaluation.md")).unwrap();
+    let at = doc.find("## The suite file").unwrap();
+    let rest = &doc[at..];
+    let start = rest.find("```toml\n").unwrap() + 8;
+    let end = start + rest[start..].find("```").unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("suite");
+    std::fs::create_dir_all(dir.join("schemes")).unwrap();
+    std::fs::create_dir_all(d.path().join("specs")).unwrap();
+    std::fs::copy(
+        repo("examples/schemes/prcl.txt"),
+        dir.join("schemes/prcl-30s.txt"),
+    )
+    .unwrap();
+    std::fs::copy(
+        repo("examples/specs/demo.toml"),
+        d.path().join("specs/demo.toml"),
+    )
+    .unwrap();
+    let s = dir.join("suite.toml");
+    std::fs::write(&s, &rest[start..end]).unwrap();
+    // --report reads the suite, then finds nothing to report: the suite parsed.
+    let o = udamon(
+        d.path(),
+        &["eval", s.to_str().unwrap(), "-o", "none", "--report"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("no saved results"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -283,7 +283,8 @@ kread() {
 
 # run_eval ARGS...: `udamon eval` of eval-real.toml (real programs from the
 # host's root), with ARGS (--workload, --config, --repeats); results in
-# $OUT/eval. The results directory lives on the host root's tmpfs so that
+# $OUT/eval. EVAL_OPS=idle (or softdirty) runs udamon's monitors on that
+# path instead of kernel DAMON. The results directory lives on the host root's tmpfs so that
 # damo, which runs in the chroot, can write its records there.
 run_eval() {
     H=/host
@@ -321,6 +322,10 @@ EOS
         chmod +x /tmp/damo
     fi
     cp /scenarios/eval-real.toml "$OUT/suite.toml"
+    if [ -n "${EVAL_OPS:-}" ]; then
+        sed -i "s/^ops = \"kdamond\"/ops = \"$EVAL_OPS\"/" "$OUT/suite.toml"
+        grep -q "^ops = \"$EVAL_OPS\"" "$OUT/suite.toml" || error "eval-real.toml: cannot set ops = $EVAL_OPS"
+    fi
     log "udamon eval $*"
     "$UD" eval "$OUT/suite.toml" -o "$H/tmp/eval" --json "$@" > eval.json 2> eval.err
     echo $? > eval.rc
@@ -328,6 +333,9 @@ EOS
     mkdir -p eval/runs
     cp "$H/tmp/eval/results.jsonl" "$H/tmp/eval/results.tsv" "$H/tmp/eval/"*.svg eval/ 2>/dev/null
     cp "$H/tmp/eval/runs/"*.err "$H/tmp/eval/runs/"*.out eval/runs/ 2>/dev/null
+    if [ -d "$H/tmp/eval/tuned" ]; then
+        mkdir -p eval/tuned && cp "$H/tmp/eval/tuned/"* eval/tuned/
+    fi
     cat /proc/meminfo > meminfo.txt
     cat /sys/kernel/mm/transparent_hugepage/enabled > thp.txt 2>/dev/null
 }

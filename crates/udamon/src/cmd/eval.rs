@@ -129,6 +129,17 @@ pub fn run(a: EvalArgs) -> Result<()> {
                 repeat + 1
             );
         }
+        Event::Tune {
+            workload,
+            config,
+            done,
+            total,
+        } => {
+            eprintln!(
+                "    [{} tuning {config} for {workload}: run {done} of {total} done]",
+                elapsed(t0.elapsed().as_secs())
+            );
+        }
         Event::Done { result: r, .. } => {
             let mut line = String::from("    ");
             match r.status.as_str() {
@@ -147,6 +158,9 @@ pub fn run(a: EvalArgs) -> Result<()> {
                     }
                     if let Some(c) = r.monitor_cpu_s {
                         line += &format!(", monitor {c:.2} CPU-s");
+                    }
+                    if let Some(t) = &r.tuned {
+                        line += &format!(", tuned {t}");
                     }
                 }
                 s => line += &format!("{s}: {}", r.reason.as_deref().unwrap_or("")),

@@ -1,0 +1,11 @@
+# budget: 9000
+# needs: host-root
+# eval-idle: the programs of eval-real.toml under udamon's own engine
+# (ops = "idle": the idle page bitmap, as on kernels without DAMON vaddr),
+# three repeats of orig, rec, prec, ethp, prcl and tuned-prcl. Needs a
+# kernel with the bitmap (../shared/kernels/bzImage-7.3.4-idle); about two
+# hours under TCG, not in `all`. docs/evaluation.md holds its table.
+. /scenarios/lib.sh "$@"
+[ -e /sys/kernel/mm/page_idle/bitmap ] || skip "this kernel has no idle page bitmap (run with --kernel ../shared/kernels/bzImage-7.3.4-idle)"
+EVAL_OPS=idle run_eval --config orig,rec,prec,ethp,prcl,tuned-prcl
+ran
