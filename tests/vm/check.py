@@ -715,7 +715,7 @@ def check_overhead(d, out):
     paths = read(d, "paths.txt").split()
     runs = read(d, "runs.txt", "").split() or paths
     dur = float(read(d, "duration.txt", "20").strip() or 20)
-    rows, problems = [], []
+    rows, problems, sd_periods = [], [], []
 
     def faults_per_s(tag):
         f = read(d, f"faults-{tag}.txt", "").split()
@@ -774,6 +774,18 @@ def check_overhead(d, out):
             pass
         # udamon's own account (record --json), when it gives one
         selfrep = json_out(d, p)
+        if p.startswith("softdirty") and selfrep:
+            # the summary says how soft-dirty was reset: every sample by
+            # default (period 0), a period of 1-100 windows with auto
+            per, n = selfrep.get("softdirty_reset_period"), selfrep.get("softdirty_resets")
+            if not per or not n:
+                problems.append(f"{p}: the summary has no softdirty_resets/softdirty_reset_period")
+            elif p == "softdirty-auto" and not 1 <= per["min"] <= per["max"] <= 100:
+                problems.append(f"{p}: auto's period {per} is outside 1-100 windows")
+            elif p != "softdirty-auto" and per["max"] != 0:
+                problems.append(f"{p}: the default reset has period {per}, not 0 (every sample)")
+            else:
+                sd_periods.append(f"{p} {n} resets, period {per['last']} ({per['min']}-{per['max']})")
         rows.append(dict(path=p, wall=wall, cpu=user + sys_, user=user, sys=sys_, kcpu=kcpu,
                          rss=maxrss, snaps=nsnap, regions=nreg, span=span, faults=faults_per_s(p),
                          monitored=selfrep.get("monitored_s") or span or wall,
@@ -803,6 +815,8 @@ def check_overhead(d, out):
             (f" ({r['mon_cpu']:.4f} while monitoring, {r['setup_cpu']:.2f} s set-up)" if r.get("mon_cpu") is not None else "") +
             (f" + kdamond {r['self_kcpu']:.4f}" if r["self_kcpu"] is not None else "")
             for r in selfs))
+    if sd_periods:
+        table.append("    soft-dirty resets: " + ", ".join(sd_periods))
     unavailable = read(d, "unavailable.txt", "").strip().replace("\n", "; ")
     summary = ", ".join(f"{r['path']} {r['cpu'] / r['wall']:.3f} CPU-s/s" +
                         (f" + kdamond {r['kcpu'] / r['wall']:.3f}" if r["kcpu"] is not None else "") +
@@ -1549,8 +1563,8 @@ def check_eval(d, out, need=(("sqlite", "redis"), ("orig", "rec", "prcl"))):
             if not rss or not perf:
                 raise Fail(f"{w}/{c}: no RSS or performance figure")
             cells.append(f"{c} {perf:.4g} rss {rss / 1024:.0f}MiB" + (f" mon {cpu:.1f}s" if cpu else ""))
-            if c == "prcl" and orig_rss and rss < orig_rss:
-                saved.append(f"{w} {1 - rss / orig_rss:.0%}")
+            if c in ("prcl", "tuned-prcl") and orig_rss and rss < orig_rss:
+                saved.append(f"{w} {c} {1 - rss / orig_rss:.0%}")
         parts.append(f"{w}: " + ", ".join(cells))
     if "prcl" in configs and not saved:
         raise Fail("prcl saved no memory on any workload: " + "; ".join(parts))
@@ -1560,7 +1574,8 @@ def check_eval(d, out, need=(("sqlite", "redis"), ("orig", "rec", "prcl"))):
 def check_eval_full(d, out):
     res = eval_results(d)
     workloads = tuple(sorted({k[0] for k in res}))
-    configs = tuple(c for c in ("orig", "rec", "prec", "thp", "ethp", "prcl", "damo-rec", "damo-prcl")
+    configs = tuple(c for c in ("orig", "rec", "prec", "thp", "ethp", "prcl", "tuned-prcl", "damo-rec",
+                                "damo-prcl")
                     if any(k[1] == c for k in res))
     return check_eval(d, out, (workloads, configs))
 
@@ -1627,6 +1642,7 @@ CHECKS = {
     "softdirty-size": check_softdirty_size,
     "eval-real": check_eval,
     "eval-full": check_eval_full,
+    "eval-idle": check_eval_full,
     "tiering": check_tiering,
     "service": check_service,
     "trace-cost": check_trace_cost,

@@ -47,7 +47,7 @@ pub use error::ProcError;
 pub use maps::{read_maps, Mapping};
 pub use ops::{
     clear_refs_path, clock_ticks_per_s, node_mem_bp, node_room, proc_field, start_time, stat_field,
-    unsupported_reason, AccessMode, Paced, ProcOps, ProcStat, TargetEnd,
+    unsupported_reason, AccessMode, Paced, ProcOps, ProcStat, SoftDirtyStats, TargetEnd,
 };
 pub use paddr::{node_ram, system_ram, PaddrOps};
 pub use pagemap::{Pagemap, PagemapEntry};

@@ -137,13 +137,29 @@ pub struct ProcOps {
     /// Soft-dirty reset once per window or less often (`None`: before
     /// every sample).
     sd_window: Option<SoftDirtyWindows>,
+    /// Passes of `clear_refs` so far.
+    sd_resets: u64,
     error: Option<ProcError>,
+}
+
+/// How soft-dirty mode reset the bits: `resets` passes of `clear_refs`
+/// over the targets; the period (in windows) at the end, and its smallest
+/// and largest (0: reset before every sample, the kernel's estimator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SoftDirtyStats {
+    pub resets: u64,
+    pub period: u32,
+    pub period_min: u32,
+    pub period_max: u32,
 }
 
 /// Soft-dirty reset per window: the schedule, and what sets its period.
 #[derive(Debug)]
 struct SoftDirtyWindows {
     est: WindowEstimator,
+    /// The smallest and largest period used.
+    period_min: u32,
+    period_max: u32,
     /// Choose the period from the reset's cost.
     auto: bool,
     /// Wall time of the last reset, and when the current window began.
@@ -208,6 +224,7 @@ impl ProcOps {
             kpageflags,
             pending: Vec::new(),
             sd_window: None,
+            sd_resets: 0,
             error: None,
         })
     }
@@ -224,6 +241,8 @@ impl ProcOps {
     pub fn set_soft_dirty_reset(&mut self, reset: SoftDirtyReset) {
         self.sd_window = reset.first_period().map(|n| SoftDirtyWindows {
             est: WindowEstimator::new(n),
+            period_min: n,
+            period_max: n,
             auto: reset == SoftDirtyReset::Auto,
             last_reset: Duration::ZERO,
             window_start: None,
@@ -236,8 +255,27 @@ impl ProcOps {
         self.sd_window.as_ref().map_or(1, |w| w.est.period())
     }
 
+    /// How soft-dirty mode reset the bits so far (`None` in idle mode).
+    pub fn soft_dirty_stats(&self) -> Option<SoftDirtyStats> {
+        (self.mode == AccessMode::SoftDirtyWriteOnly).then(|| match &self.sd_window {
+            None => SoftDirtyStats {
+                resets: self.sd_resets,
+                period: 0,
+                period_min: 0,
+                period_max: 0,
+            },
+            Some(w) => SoftDirtyStats {
+                resets: self.sd_resets,
+                period: w.est.period(),
+                period_min: w.period_min,
+                period_max: w.period_max,
+            },
+        })
+    }
+
     /// Resets the soft-dirty bits of every live target.
     fn clear_soft_dirty(&mut self, nr: usize) {
+        self.sd_resets += 1;
         for i in 0..nr.min(self.targets.len()) {
             if !self.alive(i) {
                 continue;
@@ -511,7 +549,10 @@ impl Operations for ProcOps {
             } else {
                 1
             };
-            w.est.set_period(period.clamp(1, AUTO_MAX_PERIOD));
+            let period = period.clamp(1, AUTO_MAX_PERIOD);
+            w.est.set_period(period);
+            w.period_min = w.period_min.min(period);
+            w.period_max = w.period_max.max(period);
         }
     }
 
@@ -910,6 +951,11 @@ mod tests {
         ops.prepare_access_checks(&t, W);
         assert_eq!(word(root, 0), 1 << 3);
         assert_eq!(word(root, 1), 1 << 6);
+        assert_eq!(
+            ops.soft_dirty_stats(),
+            None,
+            "idle mode never resets soft-dirty"
+        );
         // The "kernel" sees PFN 70 accessed: its idle bit is cleared.
         let f = std::fs::OpenOptions::new()
             .write(true)
@@ -958,6 +1004,11 @@ mod tests {
         let mut acc = Vec::new();
         ops.check_accesses(&t, W, &mut acc);
         assert_eq!(acc, vec![true, false, false]);
+        let st = ops.soft_dirty_stats().unwrap();
+        assert_eq!(
+            (st.resets, st.period, st.period_min, st.period_max),
+            (1, 0, 0, 0)
+        );
     }
 
     #[test]
@@ -1000,6 +1051,11 @@ mod tests {
             "a reset at the start of every second window"
         );
         assert_eq!(ops.soft_dirty_period(), 2);
+        let st = ops.soft_dirty_stats().unwrap();
+        assert_eq!(
+            (st.resets, st.period, st.period_min, st.period_max),
+            (2, 2, 2, 2)
+        );
     }
 
     #[test]

@@ -954,6 +954,18 @@ impl Session {
         Some(now - self.kcpu0?)
     }
 
+    /// How the soft-dirty path reset the bits so far (our engine in
+    /// soft-dirty mode only).
+    pub fn soft_dirty_stats(&self) -> Option<udamon_proc::SoftDirtyStats> {
+        match &self.live {
+            Live::Engine(e, _) => match e.ops().inner() {
+                LiveOps::Proc(o) => o.soft_dirty_stats(),
+                LiveOps::Phys(_) => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The target's resident set at the start (kB).
     pub fn rss_start_kb(&self) -> Option<u64> {
         self.rss_start_kb

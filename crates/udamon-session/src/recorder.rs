@@ -83,6 +83,13 @@ pub struct LiveSummary {
     pub udamon_monitoring_cpu_s_per_s: f64,
     /// The kdamond thread's CPU time per second (kernel DAMON only).
     pub kdamond_cpu_s_per_s: Option<f64>,
+    /// The soft-dirty path only: passes of `clear_refs` over the target,
+    /// and the reset period in windows (0: before every sample) at the end,
+    /// with its smallest and largest (`--softdirty-reset auto` moves it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub softdirty_resets: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub softdirty_reset_period: Option<ResetPeriod>,
     /// The target's resident set at the start and the end (kB, VmRSS).
     pub rss_start_kb: Option<u64>,
     pub rss_end_kb: Option<u64>,
@@ -101,6 +108,14 @@ pub struct LiveSummary {
     pub longest_gap_s: f64,
     pub record_bytes: u64,
     pub schemes: Vec<SchemeReport>,
+}
+
+/// The soft-dirty reset period, in windows (0: before every sample).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ResetPeriod {
+    pub last: u32,
+    pub min: u32,
+    pub max: u32,
 }
 
 /// Follows a session's events: counts snapshots, regions, execs and gaps,
@@ -221,6 +236,7 @@ impl Recorder {
         } else {
             Vec::new()
         };
+        let sd = session.soft_dirty_stats();
         let end = session.finish()?;
         let i = session.info();
         let mut summary = LiveSummary {
@@ -244,6 +260,12 @@ impl Recorder {
             udamon_setup_cpu_s: cpu.setup_s,
             udamon_monitoring_cpu_s_per_s: (cpu.total_s - cpu.setup_s).max(0.0) / elapsed,
             kdamond_cpu_s_per_s: end.kdamond_cpu_s.map(|c| c / elapsed),
+            softdirty_resets: sd.map(|s| s.resets),
+            softdirty_reset_period: sd.map(|s| ResetPeriod {
+                last: s.period,
+                min: s.period_min,
+                max: s.period_max,
+            }),
             rss_start_kb: session.rss_start_kb(),
             rss_end_kb: end.rss_end_kb,
             swap_end_kb: end.swap_end_kb,

@@ -152,6 +152,12 @@ pub fn print_summary(s: &LiveSummary) {
         Some(k) => println!("; kdamond: {k:.4} s/s"),
         None => println!(),
     }
+    if let (Some(n), Some(p)) = (s.softdirty_resets, s.softdirty_reset_period) {
+        println!(
+            "  soft-dirty: {n} reset(s), {}",
+            reset_period(p.last, p.min, p.max)
+        );
+    }
     if s.rss_start_kb.is_some() || s.rss_end_kb.is_some() {
         println!(
             "  target RSS {} -> {}; swap {}",
@@ -229,4 +235,22 @@ pub fn refuse_ops_with_sim(ops: OpsChoice, what: &str) -> Result<()> {
         ops.name()
     ))
     .into())
+}
+
+/// "reset before every sample", "reset every 4 windows", "reset every 4
+/// windows at the end (2 to 6 over the run)".
+pub fn reset_period(last: u32, min: u32, max: u32) -> String {
+    let every = |n: u32| match n {
+        0 => "before every sample".to_string(),
+        1 => "every window".to_string(),
+        n => format!("every {n} windows"),
+    };
+    if min == max {
+        format!("reset {}", every(last))
+    } else {
+        format!(
+            "reset {} at the end ({min} to {max} over the run)",
+            every(last)
+        )
+    }
 }

@@ -516,6 +516,16 @@ fn summary_cmd(a: JsonFileArgs) -> Result<()> {
         if let Some(k) = f("kdamond_cpu_s_per_s") {
             println!("kdamond    {k:.4} s/s");
         }
+        if let (Some(n), Some(p)) = (
+            summary["softdirty_resets"].as_u64(),
+            summary["softdirty_reset_period"].as_object(),
+        ) {
+            let w = |k: &str| p.get(k).and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+            println!(
+                "soft-dirty {n} reset(s), {}",
+                super::live::reset_period(w("last"), w("min"), w("max"))
+            );
+        }
         if let Some(n) = summary["gaps"].as_u64().filter(|&n| n > 0) {
             println!(
                 "gaps       {n} window(s) far longer than the aggregation interval, the longest \
