@@ -26,7 +26,7 @@ use crate::heatmap::{self, Heatmap, HeatmapFormat, HeatmapOptions};
 use crate::hot::{self, Hot, HotOptions};
 use crate::human::{fmt_addr, fmt_bytes, fmt_us};
 use crate::wss::{self, Wss, WssOptions};
-use crate::{Error, Selected, Selection, SnapshotSource};
+use crate::{Error, Selection, SnapshotSource};
 
 /// Most time bins (columns) of the page's heatmap; fewer when the record
 /// has fewer snapshots in the time range.
@@ -226,6 +226,7 @@ pub fn build(reader: &Reader, opts: &HtmlOptions) -> Result<HtmlReport, Error> {
     };
     let (htx, hsrc) = pipe();
     let (wtx, wsrc) = pipe();
+    let (ktx, ksrc) = pipe();
     std::thread::scope(|scope| {
         let hm = scope.spawn(move || heatmap::build_with_ages(&hsrc, &hopts, HeatmapFormat::Json));
         let ws = scope.spawn(move || {
@@ -236,29 +237,20 @@ pub fn build(reader: &Reader, opts: &HtmlOptions) -> Result<HtmlReport, Error> {
             };
             wss::build(&src, &wopts)
         });
-        // The hot table reads the record on its own: its aggregation is
-        // the slowest report where region boundaries move (it refines a
-        // partition of up to 8192 pieces by every snapshot), and the others
-        // need not wait for it.
         let hot = scope.spawn(move || {
             let src = Cut {
-                inner: Selected::new(
-                    reader,
-                    Selection {
-                        time_us: abs_range,
-                        ..Selection::default()
-                    },
-                ),
+                inner: ksrc,
                 address: opts.address_range,
-                time_us: None,
+                time_us: abs_range,
             };
             hot::build(&src, &kopts)
         });
         let mut entries = Vec::new();
-        let mut to = [htx, wtx];
+        let mut to = [htx, wtx, ktx];
         let read = feed(reader, &frames, &mut to, Some(&mut entries)).and_then(|()| {
             // Only the heatmap reads twice.
             to[1] = None;
+            to[2] = None;
             feed(reader, &frames, &mut to[..1], None)
         });
         drop(to);
