@@ -1532,33 +1532,34 @@ def eval_results(d):
     return latest
 
 
-def check_eval(d, out, need=(("sqlite", "redis"), ("orig", "rec", "prcl"))):
+def check_eval(d, out, need=None):
     """udamon eval on real programs: every planned run ended well, rec and
     prcl measured their monitor, and prcl used less memory than orig on
-    at least one workload."""
+    at least one workload. `need` maps each workload to its configurations
+    (default: eval-real's SQLite and Redis under orig, rec and prcl)."""
+    need = need or {w: ("orig", "rec", "prcl") for w in ("sqlite", "redis")}
     rc = read(d, "eval.rc", "?").strip()
     if rc != "0":
         raise Fail(f"udamon eval exited {rc}: {read(d, 'eval.err', '').strip()[-300:]}")
     res = eval_results(d)
-    workloads, configs = need
     bad = [f"{w}/{c}: {r['status']} ({r.get('reason', '')[:150]})"
-           for (w, c, _), r in sorted(res.items()) if r["status"] != "ok" and c in configs]
-    missing = [f"{w}/{c}" for w in workloads for c in configs
+           for (w, c, _), r in sorted(res.items()) if r["status"] != "ok" and c in need.get(w, ())]
+    missing = [f"{w}/{c}" for w, configs in need.items() for c in configs
                if not any(k[0] == w and k[1] == c for k in res)]
     if bad or missing:
         raise Fail("; ".join(bad + [f"{m}: no result" for m in missing]))
     parts, saved = [], []
-    for w in workloads:
+    for w, configs in need.items():
         def mean(c, key):
             v = [r[key] for (ww, cc, _), r in res.items() if ww == w and cc == c and r.get(key) is not None]
             return sum(v) / len(v) if v else None
-        orig_rss, orig_perf = mean("orig", "rss_avg_kb"), mean("orig", "metric") or mean("orig", "runtime_s")
+        orig_rss = mean("orig", "rss_avg_kb")
         cells = []
         for c in configs:
             rss = mean(c, "rss_avg_kb")
             perf = mean(c, "metric") or mean(c, "runtime_s")
             cpu = mean(c, "monitor_cpu_s")
-            if c != "orig" and not cpu:
+            if c not in ("orig", "thp") and not cpu:
                 raise Fail(f"{w}/{c}: no monitor CPU time measured")
             if not rss or not perf:
                 raise Fail(f"{w}/{c}: no RSS or performance figure")
@@ -1566,18 +1567,19 @@ def check_eval(d, out, need=(("sqlite", "redis"), ("orig", "rec", "prcl"))):
             if c in ("prcl", "tuned-prcl") and orig_rss and rss < orig_rss:
                 saved.append(f"{w} {c} {1 - rss / orig_rss:.0%}")
         parts.append(f"{w}: " + ", ".join(cells))
-    if "prcl" in configs and not saved:
+    if any("prcl" in c for c in need.values()) and not saved:
         raise Fail("prcl saved no memory on any workload: " + "; ".join(parts))
     return "; ".join(parts) + (f"; prcl saved {', '.join(saved)}" if saved else "")
 
 
 def check_eval_full(d, out):
+    """Every workload under the configurations it ran."""
     res = eval_results(d)
-    workloads = tuple(sorted({k[0] for k in res}))
-    configs = tuple(c for c in ("orig", "rec", "prec", "thp", "ethp", "prcl", "tuned-prcl", "damo-rec",
-                                "damo-prcl")
-                    if any(k[1] == c for k in res))
-    return check_eval(d, out, (workloads, configs))
+    order = ("orig", "rec", "prec", "thp", "ethp", "prcl", "tuned-prcl", "damo-rec", "damo-prcl")
+    need = {}
+    for w in sorted({k[0] for k in res}):
+        need[w] = tuple(c for c in order if (w, c) in {(k[0], k[1]) for k in res})
+    return check_eval(d, out, need)
 
 
 def check_softdirty_size(d, out):

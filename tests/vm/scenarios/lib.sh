@@ -295,7 +295,7 @@ run_eval() {
     done
     chroot "$H" /usr/bin/python3 -c 'import numpy' 2>/dev/null ||
         skip "the host's python3 has no numpy (apt-get install python3-numpy)"
-    cp /scenarios/eval-shift.py "$H/tmp/eval-shift.py"
+    cp /scenarios/eval-shift.py /scenarios/eval-thp.py "$H/tmp/"
     # Redis and its benchmark talk over TCP on lo.
     loopback_up
     # damo runs from the host's virtualenv in the chroot; its -o path is
