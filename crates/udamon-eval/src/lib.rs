@@ -265,6 +265,7 @@ pub fn evaluate(
             result.tuned = Some(format!("{} = {}", t.knob, t.display));
             result.tuning_s = Some(t.tuning_s);
             result.tuning_runs = Some(t.runs);
+            result.tuning_sla_met = Some(t.sla_met);
         }
         store.save(result)?;
         let saved = store.results.last().expect("just saved");

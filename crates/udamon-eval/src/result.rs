@@ -79,6 +79,9 @@ pub struct RunResult {
     pub tuning_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuning_runs: Option<u32>,
+    /// Whether the tuned value's run kept Listing 2's SLA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning_sla_met: Option<bool>,
 }
 
 impl RunResult {
@@ -114,6 +117,7 @@ impl RunResult {
             tuned: None,
             tuning_s: None,
             tuning_runs: None,
+            tuning_sla_met: None,
         }
     }
 

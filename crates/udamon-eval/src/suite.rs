@@ -66,6 +66,8 @@ struct TuneFile {
     #[serde(default)]
     samples: Option<usize>,
     #[serde(default)]
+    baseline_runs: Option<usize>,
+    #[serde(default)]
     seed: Option<u64>,
 }
 
@@ -194,6 +196,9 @@ pub struct TuneSpec {
     pub knob: udamon_tune::Knob,
     pub domain: udamon_tune::Domain,
     pub samples: usize,
+    /// `orig` runs the scores are relative to; their median is used (one
+    /// noisy baseline skews every score).
+    pub baseline_runs: usize,
     pub seed: u64,
 }
 
@@ -509,10 +514,18 @@ fn tune_spec(path: &Path, t: Option<&TuneFile>) -> Result<TuneSpec, Error> {
             format!("[tune]: samples = {samples}: give 1 to 100 (the paper uses 10)"),
         ));
     }
+    let baseline_runs = t.and_then(|t| t.baseline_runs).unwrap_or(1);
+    if !(1..=10).contains(&baseline_runs) {
+        return Err(bad(
+            path,
+            format!("[tune]: baseline_runs = {baseline_runs}: give 1 to 10"),
+        ));
+    }
     Ok(TuneSpec {
         knob,
         domain,
         samples,
+        baseline_runs,
         seed: t.and_then(|t| t.seed).unwrap_or(0),
     })
 }
@@ -686,6 +699,7 @@ mod tests {
             ("configs = [\"tuned-oops\"]\n[[workload]]\nname = \"w\"\nrun = \"true\"", "\"tuned-oops\" is unknown"),
             ("configs = [\"tuned-prcl\"]\n[tune]\nknob = \"3.min_age\"\n[[workload]]\nname = \"w\"\nrun = \"true\"", "config \"tuned-prcl\": [tune]"),
             ("configs = [\"tuned-prcl\"]\n[tune]\nsamples = 0\n[[workload]]\nname = \"w\"\nrun = \"true\"", "samples = 0"),
+            ("configs = [\"tuned-prcl\"]\n[tune]\nbaseline_runs = 0\n[[workload]]\nname = \"w\"\nrun = \"true\"", "baseline_runs = 0"),
             ("configs = [\"tuned-prcl\"]\n[tune]\nknob = \"min_sz\"\n[[workload]]\nname = \"w\"\nrun = \"true\"", "give range"),
             ("configs = [\"orig\"]\n[[workload]]\nname = \"w\"", "give `run`"),
             ("configs = [\"orig\"]\n[[workload]]\nname = \"a b\"\nrun = \"x\"", "letters, digits"),

@@ -105,6 +105,8 @@ pub struct ConfigSummary {
     pub tuning_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tuning_runs: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tuning_sla_met: Option<bool>,
 }
 
 #[derive(Debug, Serialize)]
@@ -180,6 +182,7 @@ pub fn summarise(suite: &Suite, results: &[RunResult]) -> Summary {
                 tuned: runs.iter().find_map(|r| r.tuned.clone()),
                 tuning_s: runs.iter().find_map(|r| r.tuning_s),
                 tuning_runs: runs.iter().find_map(|r| r.tuning_runs),
+                tuning_sla_met: runs.iter().find_map(|r| r.tuning_sla_met),
             });
         }
         if let Some(base) = configs
@@ -350,6 +353,9 @@ pub fn render(summary: &Summary) -> String {
                         " in {} ({n} runs, not counted above)",
                         human(s, Unit::Seconds)
                     );
+                }
+                if c.tuning_sla_met == Some(false) {
+                    out.push_str("; no tuning run kept the SLA (at most 10% slower than orig)");
                 }
                 out.push('\n');
             }

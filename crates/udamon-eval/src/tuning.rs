@@ -39,6 +39,9 @@ pub struct Tuning {
     /// the confirming one included).
     pub tuning_s: f64,
     pub runs: u32,
+    /// Whether the chosen value's run kept Listing 2's SLA (no more than
+    /// 10% slower than the scheme-less runs); false when no run did.
+    pub sla_met: bool,
     /// The tuned schemes (TOML, as `udamon apply` reads), next to this file.
     pub schemes_file: PathBuf,
     /// What `udamon tune --json` prints for the same tuning.
@@ -113,6 +116,7 @@ struct Live<'a, 'b> {
     w: &'a Workload,
     config: &'a str,
     runs: Vec<RunResult>,
+    baseline_runs: usize,
     interrupted: bool,
     skipped: Option<String>,
     progress: &'a mut dyn FnMut(usize),
@@ -120,6 +124,39 @@ struct Live<'a, 'b> {
 
 impl Runner for Live<'_, '_> {
     fn run(&mut self, schemes: &[Damos]) -> udamon_tune::Result<Metrics> {
+        if !schemes.is_empty() || self.baseline_runs <= 1 {
+            return self.run_once(schemes);
+        }
+        let mut ms = Vec::new();
+        for _ in 0..self.baseline_runs {
+            ms.push(self.run_once(schemes)?);
+        }
+        Ok(median(&ms))
+    }
+
+    fn describe(&self) -> String {
+        format!("udamon eval workload {}", self.w.name)
+    }
+}
+
+/// Each figure's median over `ms` (the lower middle of an even count).
+fn median(ms: &[Metrics]) -> Metrics {
+    let mid = |f: fn(&Metrics) -> f64| {
+        let mut v: Vec<f64> = ms.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[(v.len() - 1) / 2]
+    };
+    Metrics {
+        runtime_s: mid(|m| m.runtime_s),
+        rss_avg_bytes: mid(|m| m.rss_avg_bytes),
+        rss_peak_bytes: mid(|m| m.rss_peak_bytes),
+        faults: mid(|m| m.faults),
+        ..Metrics::default()
+    }
+}
+
+impl Live<'_, '_> {
+    fn run_once(&mut self, schemes: &[Damos]) -> udamon_tune::Result<Metrics> {
         let n = self.runs.len() + 1;
         let name = format!("{}.tuning{n}", self.config);
         let r = match &self.w.kind {
@@ -176,10 +213,6 @@ impl Runner for Live<'_, '_> {
         (self.progress)(self.runs.len());
         out
     }
-
-    fn describe(&self) -> String {
-        format!("udamon eval workload {}", self.w.name)
-    }
 }
 
 /// Tunes `schemes` for `w` under the config named `config` and saves the
@@ -202,7 +235,7 @@ pub fn tune(
         trust_fit: false,
     };
     let total = udamon_tune::Sampler::new(t.domain, t.samples, t.seed).plan();
-    let total = total.0 + total.1 + 2;
+    let total = total.0 + total.1 + 1 + t.baseline_runs;
     let t0 = Instant::now();
     let mut report = |n: usize| progress(n, total);
     let mut live = Live {
@@ -211,6 +244,7 @@ pub fn tune(
         w,
         config,
         runs: Vec::new(),
+        baseline_runs: t.baseline_runs,
         interrupted: false,
         skipped: None,
         progress: &mut report,
@@ -247,6 +281,7 @@ pub fn tune(
         display: tuned.chosen.display.clone(),
         tuning_s: t0.elapsed().as_secs_f64(),
         runs: runs.len() as u32,
+        sla_met: tuned.chosen.measured.as_ref().is_some_and(|m| m.sla_ok),
         schemes_file,
         tune: serde_json::to_value(&tuned).map_err(|e| Error::Other(e.to_string()))?,
         run_results: runs,
@@ -285,5 +320,18 @@ mod tests {
         r.rss_avg_kb = None;
         let e = metrics(&s.workloads[2], &r).unwrap_err().to_string();
         assert!(e.contains("has no RSS"), "{e}");
+    }
+
+    #[test]
+    fn the_baseline_is_each_figures_median() {
+        let m = |t: f64, rss: f64| Metrics {
+            runtime_s: t,
+            rss_avg_bytes: rss,
+            ..Metrics::default()
+        };
+        let x = median(&[m(53.7, 90.0), m(39.0, 88.0), m(41.0, 91.0)]);
+        assert_eq!((x.runtime_s, x.rss_avg_bytes), (41.0, 90.0));
+        let x = median(&[m(2.0, 5.0), m(1.0, 6.0)]);
+        assert_eq!((x.runtime_s, x.rss_avg_bytes), (1.0, 5.0));
     }
 }

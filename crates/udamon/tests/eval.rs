@@ -369,7 +369,7 @@ fn a_tuned_configuration_tunes_once_per_workload_and_every_repeat_uses_it() {
     let s = suite(
         d.path(),
         &format!(
-            "repeats = 2\nconfigs = [\"orig\", \"tuned-prcl\"]\n[tune]\nrange = \"0s..20s\"\nsamples = 6\n[[workload]]\nname = \"m\"\nsim = \"{}\"\nduration = \"30s\"\n",
+            "repeats = 2\nconfigs = [\"orig\", \"tuned-prcl\"]\n[tune]\nrange = \"0s..20s\"\nsamples = 6\nbaseline_runs = 2\n[[workload]]\nname = \"m\"\nsim = \"{}\"\nduration = \"30s\"\n",
             repo("examples/specs/machine.toml")
         ),
     );
@@ -388,7 +388,8 @@ fn a_tuned_configuration_tunes_once_per_workload_and_every_repeat_uses_it() {
     assert_eq!(tuned.len(), 2, "{rs:?}");
     for r in &tuned {
         assert_eq!(r["status"], "ok", "{r}");
-        assert_eq!(r["tuning_runs"], 8, "{r}");
+        assert_eq!(r["tuning_runs"], 9, "{r}");
+        assert_eq!(r["tuning_sla_met"], true, "{r}");
         assert_eq!(r["tuned"], tuned[0]["tuned"], "one tuning for every repeat");
     }
     // The tuning is saved: its runs, the tuner's account, the schemes.
@@ -396,7 +397,12 @@ fn a_tuned_configuration_tunes_once_per_workload_and_every_repeat_uses_it() {
         &std::fs::read_to_string(out.join("tuned/m.tuned-prcl.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(t["run_results"].as_array().unwrap().len(), 8);
+    assert_eq!(t["run_results"].as_array().unwrap().len(), 9);
+    assert_eq!(t["run_results"][1]["config"], "tuned-prcl.tuning2");
+    assert_eq!(
+        t["run_results"][0]["rss_avg_kb"], t["run_results"][1]["rss_avg_kb"],
+        "the baseline runs of a simulated workload share their seed"
+    );
     assert_eq!(t["run_results"][0]["config"], "tuned-prcl.tuning1");
     let v = t["value"].as_f64().unwrap();
     assert!((0.0..=20e6).contains(&v), "{t}");
