@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use crate::batch::{read_many, write_many};
-use crate::pagemap::{contiguous_runs, read_words, read_words_writing};
+use crate::pagemap::{contiguous_runs, read_words};
 use crate::ProcError;
 
 /// `ROOT/sys/kernel/mm/page_idle/bitmap`.
@@ -44,8 +44,16 @@ impl IdleBitmap {
     /// write per run of contiguous words, all in one batch
     /// ([`crate::batch`]).
     pub fn set_idle(&self, pfns: &[u64]) -> Result<(), ProcError> {
-        let w = IdleWrites::of(pfns);
-        write_many(&self.file, &w.reqs()).map_err(|e| ProcError::io("writing", &self.path, e))
+        let words = group_words(pfns);
+        let idx: Vec<u64> = words.iter().map(|w| w.0).collect();
+        let buf: Vec<u8> = words.iter().flat_map(|w| w.1.to_ne_bytes()).collect();
+        let mut reqs: Vec<(u64, &[u8])> = Vec::new();
+        let mut at = 0;
+        for run in contiguous_runs(&idx) {
+            reqs.push((run[0] * 8, &buf[at * 8..(at + run.len()) * 8]));
+            at += run.len();
+        }
+        write_many(&self.file, &reqs).map_err(|e| ProcError::io("writing", &self.path, e))
     }
 
     /// Whether each of `pfns` is still idle, in the order given; one read
@@ -99,37 +107,6 @@ impl IdleBitmap {
                 Err(e)
             }
         }
-    }
-}
-
-/// The bitmap writes that mark some PFNs idle: one word per 64 PFNs
-/// holding just their bits (a 0 bit changes nothing), one request per run
-/// of contiguous words.
-struct IdleWrites {
-    buf: Vec<u8>,
-    /// (first word, number of words) of each run.
-    runs: Vec<(u64, usize)>,
-}
-
-impl IdleWrites {
-    fn of(pfns: &[u64]) -> Self {
-        let words = group_words(pfns);
-        let idx: Vec<u64> = words.iter().map(|w| w.0).collect();
-        let buf: Vec<u8> = words.iter().flat_map(|w| w.1.to_ne_bytes()).collect();
-        let runs = contiguous_runs(&idx).map(|r| (r[0], r.len())).collect();
-        Self { buf, runs }
-    }
-
-    fn reqs(&self) -> Vec<(u64, &[u8])> {
-        let mut at = 0;
-        self.runs
-            .iter()
-            .map(|&(first, n)| {
-                let r = (first * 8, &self.buf[at * 8..(at + n) * 8]);
-                at += n;
-                r
-            })
-            .collect()
     }
 }
 
@@ -197,55 +174,12 @@ impl KpageFlags {
             .collect())
     }
 
-    /// [`lru_heads`](Self::lru_heads), marking the heads idle in `bitmap`
-    /// as it goes: each PFN's own bit is written in the same round as the
-    /// flags are read (right for base pages and heads, which are most
-    /// sampled pages; the kernel ignores the bits of tails and of pages off
-    /// the LRU lists), and a tail's head in one more round, only when a
-    /// sampled page was a tail. So a sample of base pages takes one round
-    /// less than reading the flags, then marking. On a failed write, every
-    /// entry is `None` (nothing will read as accessed) and the error is
-    /// returned.
-    pub fn lru_heads_marking(
-        &self,
-        pfns: &[u64],
-        addrs: &[u64],
-        bitmap: &IdleBitmap,
-    ) -> Result<Vec<Option<u64>>, ProcError> {
-        let own = IdleWrites::of(pfns);
-        let heads = self.heads_with_flags_writing(pfns, addrs, Some((bitmap, &own)))?;
-        let heads: Vec<Option<u64>> = heads
-            .into_iter()
-            .map(|(h, f)| (f & KPF_LRU != 0).then_some(h))
-            .collect();
-        let moved: Vec<u64> = heads
-            .iter()
-            .zip(pfns)
-            .filter_map(|(h, &p)| h.filter(|&h| h != p))
-            .collect();
-        if !moved.is_empty() {
-            bitmap.set_idle(&moved)?;
-        }
-        Ok(heads)
-    }
-
     /// (head, the head's flags) of each PFN: one batch of reads for every
     /// PFN's flags and, where the page sits in its 2 MiB like its virtual
     /// address does (the mark of a PMD-mapped huge page, whose head is
     /// aligned alike in both spaces), the flags of that head; one more for
     /// the 4 KiB scans of tails whose head was elsewhere.
     fn heads_with_flags(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<(u64, u64)>, ProcError> {
-        self.heads_with_flags_writing(pfns, vaddrs, None)
-    }
-
-    /// [`heads_with_flags`](Self::heads_with_flags), with `also`'s bitmap
-    /// writes made in the round of the flags' first read.
-    fn heads_with_flags_writing(
-        &self,
-        pfns: &[u64],
-        vaddrs: &[u64],
-        also: Option<(&IdleBitmap, &IdleWrites)>,
-    ) -> Result<Vec<(u64, u64)>, ProcError> {
         let err = |e| ProcError::io("reading", &self.path, e);
         let guess = |i: usize| {
             let offset = vaddrs.get(i).map_or(0, |v| v / 4096 % MAX_FOLIO_PAGES);
@@ -256,20 +190,7 @@ impl KpageFlags {
         let guesses: Vec<Option<u64>> = (0..pfns.len()).map(guess).collect();
         let mut wanted: Vec<u64> = pfns.to_vec();
         wanted.extend(guesses.iter().zip(pfns).map(|(g, &p)| g.unwrap_or(p)));
-        let words = match also {
-            None => read_words(&self.file, &wanted).map_err(err)?,
-            Some((bm, w)) => {
-                let reqs = w.reqs();
-                // Which of the two files failed is not told apart: name both.
-                read_words_writing(&self.file, &wanted, Some((&bm.file, &reqs))).map_err(|e| {
-                    ProcError::io(
-                        "reading page flags and writing the idle bitmap",
-                        &bm.path,
-                        e,
-                    )
-                })?
-            }
-        };
+        let words = read_words(&self.file, &wanted).map_err(err)?;
         let (own, guessed) = words.split_at(pfns.len());
         let mut out: Vec<(u64, u64)> = pfns.iter().copied().zip(own.iter().copied()).collect();
         let mut missed = Vec::new();
@@ -374,44 +295,6 @@ pub(crate) mod tests {
         assert_eq!(
             k.heads(&[2050], &[0x7f00_0000_0000 + 5 * 4096]).unwrap(),
             vec![2048]
-        );
-    }
-
-    #[test]
-    fn marking_while_reading_flags_marks_each_head_once_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = kpageflags_path(dir.path());
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        let f = File::create(&p).unwrap();
-        let put = |pfn: u64, flags: u64| f.write_all_at(&flags.to_ne_bytes(), pfn * 8).unwrap();
-        // A 512-page folio on an LRU list at PFN 1024, a 16-page one off
-        // the lists at 2048, a base page on a list at 3000.
-        put(1024, KPF_COMPOUND_HEAD | KPF_LRU);
-        for pfn in 1025..1536 {
-            put(pfn, KPF_COMPOUND_TAIL);
-        }
-        put(2048, KPF_COMPOUND_HEAD);
-        for pfn in 2049..2064 {
-            put(pfn, KPF_COMPOUND_TAIL);
-        }
-        put(3000, KPF_LRU);
-        fake_bitmap(dir.path(), 4096);
-        let k = KpageFlags::open(dir.path()).unwrap();
-        let bm = IdleBitmap::open(dir.path()).unwrap();
-        let heads = k.lru_heads_marking(&[1300, 2050, 3000], &[], &bm).unwrap();
-        assert_eq!(heads, vec![Some(1024), None, Some(3000)]);
-        assert_eq!(heads, k.lru_heads(&[1300, 2050, 3000], &[]).unwrap());
-        // The tail's head, written in the second round; the base page, in
-        // the first. The sampled pages' own bits were written too (the
-        // kernel ignores a tail's bit and a bit of a page off the lists).
-        assert_eq!(word(dir.path(), 1024 / 64), 1);
-        assert_eq!(word(dir.path(), 3000 / 64), 1 << (3000 % 64));
-        assert_eq!(word(dir.path(), 1300 / 64), 1 << (1300 % 64));
-        assert_eq!(word(dir.path(), 2050 / 64), 1 << (2050 % 64));
-        assert_eq!(
-            bm.is_idle(&[1024, 3000]).unwrap(),
-            vec![true, true],
-            "both marked heads read back idle"
         );
     }
 

@@ -466,20 +466,15 @@ impl Operations for ProcOps {
                         .zip(&self.pending)
                         .filter_map(|(a, p)| p.map(|_| a))
                         .collect();
-                    let bm = self.bitmap.as_ref().expect("idle mode opens the bitmap");
-                    match k.lru_heads_marking(&pfns, &vaddrs, bm) {
+                    match k.lru_heads(&pfns, &vaddrs) {
                         Ok(heads) => {
                             let mut it = heads.into_iter();
                             for p in self.pending.iter_mut().filter(|p| p.is_some()) {
                                 *p = it.next().expect("one head per pfn");
                             }
                         }
-                        Err(e) => {
-                            self.pending.iter_mut().for_each(|p| *p = None);
-                            self.note(e);
-                        }
+                        Err(e) => self.note(e),
                     }
-                    return;
                 }
                 let bm = self.bitmap.as_ref().expect("idle mode opens the bitmap");
                 if let Err(e) = bm.mark_pending(&mut self.pending) {

@@ -167,13 +167,16 @@ impl Operations for PaddrOps {
             .flat_map(|t| t.regions.iter().map(|r| r.sampling_addr))
             .collect();
         let pfns: Vec<u64> = addrs.iter().map(|a| a / 4096).collect();
-        self.pending = match self.flags.lru_heads_marking(&pfns, &addrs, &self.bitmap) {
+        self.pending = match self.flags.lru_heads(&pfns, &addrs) {
             Ok(h) => h,
             Err(e) => {
                 self.note(e);
                 vec![None; pfns.len()]
             }
         };
+        if let Err(e) = self.bitmap.mark_pending(&mut self.pending) {
+            self.note(e);
+        }
     }
 
     fn check_accesses(

@@ -130,35 +130,17 @@ pub(crate) fn contiguous_runs(sorted: &[u64]) -> impl Iterator<Item = &[u64]> {
 /// run of consecutive indices, all in one batch. Words past the end of the
 /// file read as 0.
 pub(crate) fn read_words(file: &File, indices: &[u64]) -> std::io::Result<Vec<u64>> {
-    read_words_writing(file, indices, None)
-}
-
-/// Writes made in the same round as a read: a file and its `(offset,
-/// buffer)` requests.
-pub(crate) type AlsoWrite<'a> = (&'a File, &'a [(u64, &'a [u8])]);
-
-/// [`read_words`], with `also`'s writes (a file and its `(offset, buffer)`
-/// requests) made in the same round ([`crate::batch::read_many_writing`]).
-pub(crate) fn read_words_writing(
-    file: &File,
-    indices: &[u64],
-    also: Option<AlsoWrite>,
-) -> std::io::Result<Vec<u64>> {
     let mut sorted = indices.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
-    let words = read_sorted_words(file, &sorted, also)?;
+    let words = read_sorted_words(file, &sorted)?;
     Ok(indices
         .iter()
         .map(|i| words[sorted.binary_search(i).expect("every index was read")])
         .collect())
 }
 
-fn read_sorted_words(
-    file: &File,
-    sorted: &[u64],
-    also: Option<AlsoWrite>,
-) -> std::io::Result<Vec<u64>> {
+fn read_sorted_words(file: &File, sorted: &[u64]) -> std::io::Result<Vec<u64>> {
     let mut buf = vec![0u8; sorted.len() * 8];
     let runs: Vec<&[u64]> = contiguous_runs(sorted).collect();
     let mut reqs: Vec<(u64, &mut [u8])> = Vec::with_capacity(runs.len());
@@ -168,10 +150,7 @@ fn read_sorted_words(
         reqs.push((run[0] * 8, head));
         rest = tail;
     }
-    let got = match also {
-        None => crate::batch::read_many(file, &mut reqs)?,
-        Some((wfile, writes)) => crate::batch::read_many_writing(file, &mut reqs, wfile, writes)?,
-    };
+    let got = crate::batch::read_many(file, &mut reqs)?;
     drop(reqs);
     let mut words = Vec::with_capacity(sorted.len());
     let mut at = 0;
