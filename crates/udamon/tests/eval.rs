@@ -377,9 +377,9 @@ fn a_tuned_configuration_tunes_once_per_workload_and_every_repeat_uses_it() {
     let o = udamon(d.path(), &["eval", &s, "-o", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let err = text(&o.stderr);
-    // A run without schemes, six samples, the confirming run.
+    // Two runs without schemes, six samples, the confirming run.
     assert!(
-        err.contains("tuning tuned-prcl for m: run 8 of 8 done"),
+        err.contains("tuning tuned-prcl for m: run 9 of 9 done"),
         "{err}"
     );
     let rs = results(&out);
