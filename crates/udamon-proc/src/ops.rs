@@ -249,27 +249,17 @@ impl ProcOps {
         });
     }
 
-    /// The current reset period in windows (1 when resetting every
-    /// sample or every window).
-    pub fn soft_dirty_period(&self) -> u32 {
-        self.sd_window.as_ref().map_or(1, |w| w.est.period())
-    }
-
     /// How soft-dirty mode reset the bits so far (`None` in idle mode).
     pub fn soft_dirty_stats(&self) -> Option<SoftDirtyStats> {
-        (self.mode == AccessMode::SoftDirtyWriteOnly).then(|| match &self.sd_window {
-            None => SoftDirtyStats {
-                resets: self.sd_resets,
-                period: 0,
-                period_min: 0,
-                period_max: 0,
-            },
-            Some(w) => SoftDirtyStats {
-                resets: self.sd_resets,
-                period: w.est.period(),
-                period_min: w.period_min,
-                period_max: w.period_max,
-            },
+        let (period, period_min, period_max) = self
+            .sd_window
+            .as_ref()
+            .map_or((0, 0, 0), |w| (w.est.period(), w.period_min, w.period_max));
+        (self.mode == AccessMode::SoftDirtyWriteOnly).then_some(SoftDirtyStats {
+            resets: self.sd_resets,
+            period,
+            period_min,
+            period_max,
         })
     }
 
@@ -1050,8 +1040,8 @@ mod tests {
             vec![0, 40],
             "a reset at the start of every second window"
         );
-        assert_eq!(ops.soft_dirty_period(), 2);
         let st = ops.soft_dirty_stats().unwrap();
+        assert_eq!(st.period, 2);
         assert_eq!(
             (st.resets, st.period, st.period_min, st.period_max),
             (2, 2, 2, 2)
