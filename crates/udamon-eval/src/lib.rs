@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use udamon_core::schemes::Damos;
 
-pub use result::{plan, RunResult, Store};
+pub use result::{plan, RunResult, Store, TuningInfo};
 pub use suite::{Config, Kind, Suite, Workload};
 pub use table::{summarise, Summary};
 
@@ -261,12 +261,7 @@ pub fn evaluate(
                 sim_run(sim, spec, *duration_us, &wl.name, cname, &config, r)?
             }
         };
-        if let Some(t) = tuned {
-            result.tuned = Some(format!("{} = {}", t.knob, t.display));
-            result.tuning_s = Some(t.tuning_s);
-            result.tuning_runs = Some(t.runs);
-            result.tuning_sla_met = Some(t.sla_met);
-        }
+        result.tuning = tuned.map(|t| t.info());
         store.save(result)?;
         let saved = store.results.last().expect("just saved");
         progress(Event::Done {

@@ -71,15 +71,22 @@ pub struct RunResult {
     /// The system's THP setting during the run.
     #[serde(default)]
     pub thp: Option<String>,
-    /// `tuned-*` runs: the tuned value (`min_age = 3s`), what the tuning
-    /// took, and its runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tuned: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tuning_s: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tuning_runs: Option<u32>,
-    /// Whether the tuned value's run kept Listing 2's SLA.
+    /// `tuned-*` runs: what their tuning chose (its fields sit beside
+    /// the others in the JSON).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningInfo>,
+}
+
+/// What a `tuned-*` configuration's tuning chose, as its runs carry it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TuningInfo {
+    /// The knob and its tuned value: `min_age = 3s`.
+    pub tuned: String,
+    /// The tuning's wall time and its runs.
+    pub tuning_s: f64,
+    pub tuning_runs: u32,
+    /// Whether the tuned value's run kept Listing 2's SLA (absent in
+    /// results saved before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuning_sla_met: Option<bool>,
 }
@@ -114,10 +121,7 @@ impl RunResult {
             target_pid: None,
             monitor_path: None,
             thp: None,
-            tuned: None,
-            tuning_s: None,
-            tuning_runs: None,
-            tuning_sla_met: None,
+            tuning: None,
         }
     }
 

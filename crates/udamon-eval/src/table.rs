@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::result::RunResult;
+use crate::result::{RunResult, TuningInfo};
 use crate::suite::{Kind, Suite};
 
 /// A figure every run may have.
@@ -97,16 +97,9 @@ pub struct ConfigSummary {
     pub stats: BTreeMap<&'static str, Stats>,
     /// (mean / orig's mean - 1) x 100, per figure.
     pub overhead_pct: BTreeMap<&'static str, f64>,
-    /// `tuned-*`: the value its tuning chose (`min_age = 3s`), what the
-    /// tuning took (seconds) and its runs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tuned: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tuning_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tuning_runs: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tuning_sla_met: Option<bool>,
+    /// `tuned-*`: what its tuning chose (the fields sit beside the others).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningInfo>,
 }
 
 #[derive(Debug, Serialize)]
@@ -179,10 +172,7 @@ pub fn summarise(suite: &Suite, results: &[RunResult]) -> Summary {
                 reasons,
                 stats,
                 overhead_pct: BTreeMap::new(),
-                tuned: runs.iter().find_map(|r| r.tuned.clone()),
-                tuning_s: runs.iter().find_map(|r| r.tuning_s),
-                tuning_runs: runs.iter().find_map(|r| r.tuning_runs),
-                tuning_sla_met: runs.iter().find_map(|r| r.tuning_sla_met),
+                tuning: runs.iter().find_map(|r| r.tuning.clone()),
             });
         }
         if let Some(base) = configs
@@ -345,16 +335,16 @@ pub fn render(summary: &Summary) -> String {
             let _ = writeln!(out, "{}", line.trim_end());
         }
         for c in &w.configs {
-            if let Some(t) = &c.tuned {
-                let _ = write!(out, "  {}: tuned {t}", c.config);
-                if let (Some(s), Some(n)) = (c.tuning_s, c.tuning_runs) {
-                    let _ = write!(
-                        out,
-                        " in {} ({n} runs, not counted above)",
-                        human(s, Unit::Seconds)
-                    );
-                }
-                if c.tuning_sla_met == Some(false) {
+            if let Some(t) = &c.tuning {
+                let _ = write!(
+                    out,
+                    "  {}: tuned {} in {} ({} runs, not counted above)",
+                    c.config,
+                    t.tuned,
+                    human(t.tuning_s, Unit::Seconds),
+                    t.tuning_runs
+                );
+                if t.tuning_sla_met == Some(false) {
                     out.push_str("; no tuning run kept the SLA (at most 10% slower than orig)");
                 }
                 out.push('\n');

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use udamon_core::schemes::Damos;
 use udamon_tune::{Metrics, Runner, ScoreFn, TuneConfig};
 
-use crate::result::RunResult;
+use crate::result::{RunResult, TuningInfo};
 use crate::run::{self, Ctx};
 use crate::suite::{Config, Kind, SchemeSource, Suite, Workload};
 use crate::{Error, SimRunner};
@@ -60,6 +60,18 @@ pub enum Outcome {
     Skipped(String),
     /// The user asked to stop.
     Interrupted,
+}
+
+impl Tuning {
+    /// What each tuned run carries.
+    pub fn info(&self) -> TuningInfo {
+        TuningInfo {
+            tuned: format!("{} = {}", self.knob, self.display),
+            tuning_s: self.tuning_s,
+            tuning_runs: self.runs,
+            tuning_sla_met: Some(self.sla_met),
+        }
+    }
 }
 
 fn json_path(dir: &Path, workload: &str, config: &str) -> PathBuf {

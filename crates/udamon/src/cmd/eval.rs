@@ -159,8 +159,8 @@ pub fn run(a: EvalArgs) -> Result<()> {
                     if let Some(c) = r.monitor_cpu_s {
                         line += &format!(", monitor {c:.2} CPU-s");
                     }
-                    if let Some(t) = &r.tuned {
-                        line += &format!(", tuned {t}");
+                    if let Some(t) = &r.tuning {
+                        line += &format!(", tuned {}", t.tuned);
                     }
                 }
                 s => line += &format!("{s}: {}", r.reason.as_deref().unwrap_or("")),
