@@ -1703,7 +1703,11 @@ def check(out, names):
         first = st.splitlines()[0] if st else ""
         try:
             if not first:
-                raise Fail(f"no results came back from the guest{console_hint(out, name)}")
+                sent = ""
+                if os.path.isfile(os.path.join(d, "eval", "results.jsonl")):
+                    n = len(read(os.path.join(d, "eval"), "results.jsonl", "").splitlines())
+                    sent = f"; {n} eval runs it sent before are in {d}/eval (EVAL_RESUME resumes from there)"
+                raise Fail(f"no results came back from the guest{console_hint(out, name)}{sent}")
             word, _, rest = first.partition(" ")
             if word == "SKIP":
                 line = f"SKIP {name}: {rest}"

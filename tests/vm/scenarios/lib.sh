@@ -281,6 +281,32 @@ kread() {
     done
 }
 
+# keep_eval: copy run_eval's figures and the monitors' messages out of the
+# results directory (records stay behind)
+keep_eval() {
+    mkdir -p eval/runs
+    cp "$H/tmp/eval/suite.toml" "$H/tmp/eval/results.jsonl" "$H/tmp/eval/results.tsv" "$H/tmp/eval/"*.svg eval/ 2>/dev/null
+    cp "$H/tmp/eval/runs/"*.err "$H/tmp/eval/runs/"*.out eval/runs/ 2>/dev/null
+    if [ -d "$H/tmp/eval/tuned" ]; then
+        mkdir -p eval/tuned && cp "$H/tmp/eval/tuned/"* eval/tuned/
+    fi
+}
+
+# checkpoint: send this scenario's directory as it is now to the host, in
+# init's result protocol on the results port (fd 3, inherited from init);
+# a later block of the same name, and init's final one, overwrite it
+checkpoint() {
+    [ -e /proc/self/fd/3 ] || return 0
+    tar -C /out -czf /tmp/checkpoint.tgz "$NAME" 2>/dev/null || return 0
+    csz=$(wc -c < /tmp/checkpoint.tgz)
+    {
+        echo "@@udamon-out-begin $NAME"
+        base64 /tmp/checkpoint.tgz
+        echo "@@udamon-out-end $NAME $csz"
+    } >&3
+    rm -f /tmp/checkpoint.tgz
+}
+
 # run_eval ARGS...: `udamon eval` of eval-real.toml (real programs from the
 # host's root), with ARGS (--workload, --config, --repeats); results in
 # $OUT/eval. EVAL_OPS=idle (or softdirty) runs udamon's monitors on that
@@ -326,16 +352,37 @@ EOS
         sed -i "s/^ops = \"kdamond\"/ops = \"$EVAL_OPS\"/" "$OUT/suite.toml"
         grep -q "^ops = \"$EVAL_OPS\"" "$OUT/suite.toml" || error "eval-real.toml: cannot set ops = $EVAL_OPS"
     fi
-    log "udamon eval $*"
-    "$UD" eval "$OUT/suite.toml" -o "$H/tmp/eval" --json "$@" > eval.json 2> eval.err
-    echo $? > eval.rc
-    # Keep the figures and the monitors' messages; records stay behind.
-    mkdir -p eval/runs
-    cp "$H/tmp/eval/results.jsonl" "$H/tmp/eval/results.tsv" "$H/tmp/eval/"*.svg eval/ 2>/dev/null
-    cp "$H/tmp/eval/runs/"*.err "$H/tmp/eval/runs/"*.out eval/runs/ 2>/dev/null
-    if [ -d "$H/tmp/eval/tuned" ]; then
-        mkdir -p eval/tuned && cp "$H/tmp/eval/tuned/"* eval/tuned/
+    # EVAL_RESUME=DIR: the eval/ directory an earlier boot sent back (a
+    # host path, e.g. /work/main/target/vm-out/RUN/eval-full.try1/eval,
+    # read through the host root): its runs are taken as done and the
+    # tuned schemes reused, so a boot lost to a guest crash is not redone.
+    if [ -n "${EVAL_RESUME:-}" ] && [ ! -s "$H/tmp/eval/results.jsonl" ]; then
+        [ -s "$H$EVAL_RESUME/results.jsonl" ] && [ -s "$H$EVAL_RESUME/suite.toml" ] ||
+            error "EVAL_RESUME=$EVAL_RESUME: no results.jsonl and suite.toml there"
+        mkdir -p "$H/tmp/eval"
+        # udamon eval refuses them if that suite differs from this one
+        cp "$H$EVAL_RESUME/suite.toml" "$H$EVAL_RESUME/results.jsonl" "$H/tmp/eval/"
+        [ -d "$H$EVAL_RESUME/tuned" ] && cp -r "$H$EVAL_RESUME/tuned" "$H/tmp/eval/"
+        log "resuming from $EVAL_RESUME ($(wc -l < "$H/tmp/eval/results.jsonl") runs)"
     fi
+    log "udamon eval $*"
+    "$UD" eval "$OUT/suite.toml" -o "$H/tmp/eval" --json "$@" > eval.json 2> eval.err &
+    ep=$!
+    # Each finished run is sent to the host as it lands (an evaluation
+    # takes hours; a guest crash would otherwise lose all of it).
+    seen=
+    while kill -0 "$ep" 2>/dev/null; do
+        sleep 5
+        n=$(wc -c < "$H/tmp/eval/results.jsonl" 2>/dev/null)
+        if [ -n "$n" ] && [ "$n" != "$seen" ]; then
+            seen=$n
+            keep_eval
+            checkpoint
+        fi
+    done
+    wait "$ep"
+    echo $? > eval.rc
+    keep_eval
     cat /proc/meminfo > meminfo.txt
     cat /sys/kernel/mm/transparent_hugepage/enabled > thp.txt 2>/dev/null
 }
