@@ -914,6 +914,62 @@ def json_file(d, name):
         raise Fail(f"{name} is not JSON: {read(d, name, '')[:200]}")
 
 
+def sparse_found(d, tag, hot):
+    """How the hot object of sparse_hot shows in a record's second half:
+    (recall, precision, average regions, MiB the regions cover). Hot
+    estimate: regions whose access frequency is at least 0.2."""
+    _, snaps = load_raw(d, f"{tag}.raw.jsonl")
+    half = snaps[len(snaps) // 2:]
+    lo, hi = hot
+    rec = prec = 0.0
+    nprec = 0
+    regions = covered = 0
+    for s in half:
+        m = max_accesses(s)
+        regs = regions_of(s)
+        regions += len(regs)
+        covered += sum(r["end"] - r["start"] for r in regs)
+        est = [r for r in regs if r["nr_accesses"] / m >= 0.2]
+        inside = sum(max(0, min(r["end"], hi) - max(r["start"], lo)) for r in est)
+        total = sum(r["end"] - r["start"] for r in est)
+        rec += inside / (hi - lo)
+        if total:
+            prec += inside / total
+            nprec += 1
+    n = max(1, len(half))
+    return rec / n, (prec / nprec if nprec else 0.0), regions / n, covered / n / 2**20
+
+
+def check_enhanced(d, out):
+    """--mode enhanced finds the small hot object in a large reservation
+    that --mode kernel misses, and follows the eight objects' staircase."""
+    hot = None
+    for line in read(d, "sparse.log").splitlines():
+        p = line.split()
+        if len(p) >= 3 and p[0] == "hot":
+            hot = (int(p[1], 16), int(p[2], 16))
+    if hot is None:
+        raise Fail("sparse.log names no hot object")
+    parts, res = [], {}
+    for m in ("kernel", "enhanced"):
+        r, p, nreg, cov = sparse_found(d, f"sparse-{m}", hot)
+        cpu = read(d, f"cpu-sparse-{m}.txt", "").split()
+        cpu_s = float(cpu[1]) + float(cpu[2]) if len(cpu) >= 3 else float("nan")
+        res[m] = r
+        parts.append(f"{m}: hot object recall {r:.2f} precision {p:.2f}, {nreg:.0f} regions over {cov:.0f} MiB, "
+                     f"{cpu_s:.1f} CPU-s")
+    figures = "sparse_hot (4 MiB hot, 256 MiB populated of 64 GiB), second half of 20 s: " + "; ".join(parts)
+    if res["enhanced"] < 0.5:
+        raise Fail(f"--mode enhanced did not find the hot object (recall under 0.5): {figures}")
+    if res["enhanced"] <= res["kernel"]:
+        raise Fail(f"--mode enhanced found the hot object no better than --mode kernel: {figures}")
+    try:
+        eight = check_eight(d, out, tag="enh")
+    except Fail as e:
+        raise Fail(f"eight objects with --mode enhanced: {e}; {figures}")
+    return f"{figures}; eight objects with --mode enhanced: {eight}"
+
+
 def check_signals(d, out):
     """SIGTERM ends apply --ops kdamond cleanly; SIGKILL loses at most ~1 s
     and leaves a kdamond that features proves udamon's and cleanup removes."""
@@ -1660,6 +1716,7 @@ CHECKS = {
     "topology": check_topology,
     "kdamond-eight": check_eight,
     "idle-eight": check_eight,
+    "enhanced-live": check_enhanced,
     "kdamond-prcl": check_reclaim,
     "proc-pageout": check_reclaim,
     "proc-migrate": check_migrate,

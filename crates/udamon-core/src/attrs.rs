@@ -16,6 +16,47 @@ pub struct IntervalsGoal {
     pub max_sample_us: u64,
 }
 
+/// How regions adapt: as kernel DAMON's (the default, faithful), or the
+/// enhanced mode ([`crate::enhanced`]): fitted to resident memory, and
+/// following windows that move at a steady rate. Same region budget, same
+/// one check per region per sample. Kernel DAMON (the kdamond path) adapts
+/// its own regions, so only udamon's engine runs the enhanced mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Kernel,
+    Enhanced,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Kernel => "kernel",
+            Mode::Enhanced => "enhanced",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "kernel" => Ok(Mode::Kernel),
+            "enhanced" => Ok(Mode::Enhanced),
+            _ => Err(format!(
+                "unknown mode '{s}': give kernel (DAMON's adaptive regions, the default) or                  enhanced (fitted to resident memory, following moving windows)"
+            )),
+        }
+    }
+}
+
 /// Monitoring attributes. Defaults follow the kernel, except the ops update
 /// interval, which follows damo (1 s rather than 60 s), as users of a
 /// user-space tool expect new mappings to be picked up quickly.
@@ -28,6 +69,13 @@ pub struct Attrs {
     pub max_nr_regions: u32,
     #[serde(default)]
     pub intervals_goal: IntervalsGoal,
+    /// Region adaptation (udamon's engine only; not a kernel attribute).
+    #[serde(default, skip_serializing_if = "is_kernel")]
+    pub mode: Mode,
+}
+
+fn is_kernel(m: &Mode) -> bool {
+    *m == Mode::Kernel
 }
 
 impl Default for Attrs {
@@ -39,6 +87,7 @@ impl Default for Attrs {
             min_nr_regions: 10,
             max_nr_regions: 1_000,
             intervals_goal: IntervalsGoal::default(),
+            mode: Mode::Kernel,
         }
     }
 }

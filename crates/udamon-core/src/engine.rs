@@ -3,13 +3,14 @@
 use rand::{Rng, RngExt};
 
 use crate::adapt;
+use crate::enhanced;
 use crate::feedback;
 use crate::ops::{Operations, SampleWindow};
-use crate::region::Target;
+use crate::region::{AddrRange, Target};
 use crate::schemes::{self, Damos, SchemeState};
 use crate::snapshot::{RegionSnapshot, Snapshot, TargetSnapshot};
 use crate::vaddr;
-use crate::{Attrs, Error, Monitor, MIN_REGION_SZ};
+use crate::{Attrs, Error, Mode, Monitor, MIN_REGION_SZ};
 
 /// How regions change over time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,13 +20,25 @@ pub enum Adaptation {
     /// Static sampling, the papers' baseline: about this many equal regions,
     /// never merged or split (ages are still kept).
     Fixed(u32),
+    /// DAMON's adaptive regions plus the enhanced mode's residency-fitted
+    /// ranges and moving-window prediction ([`crate::enhanced`]).
+    Enhanced,
 }
 
 impl Adaptation {
+    /// What runs when the attributes say `mode`: adaptive regions are
+    /// enhanced under [`Mode::Enhanced`]; the others stay as they are.
+    fn with_mode(self, mode: Mode) -> Adaptation {
+        match (self, mode) {
+            (Adaptation::Adaptive, Mode::Enhanced) => Adaptation::Enhanced,
+            (a, _) => a,
+        }
+    }
+
     /// How many even regions a target starts with.
     fn initial_regions(self, attrs: &Attrs) -> u32 {
         match self {
-            Adaptation::Adaptive => attrs.min_nr_regions,
+            Adaptation::Adaptive | Adaptation::Enhanced => attrs.min_nr_regions,
             Adaptation::Fixed(n) => n.max(1),
         }
     }
@@ -39,7 +52,10 @@ pub struct Engine<O, R> {
     ops: O,
     targets: Vec<Target>,
     rng: R,
+    /// What runs: `base_adaptation` under the attributes' mode.
     adaptation: Adaptation,
+    /// The adaptation the engine was built with.
+    base_adaptation: Adaptation,
     min_sz: u64,
     /// Sampling intervals passed since start.
     passed: u64,
@@ -58,6 +74,8 @@ pub struct Engine<O, R> {
     window_counts: Vec<u32>,
     schemes: Vec<SchemeState>,
     deadline_us: Option<u64>,
+    /// The enhanced mode's moving-window follower.
+    movement: enhanced::Movement,
 }
 
 impl<O: Operations, R: Rng> Engine<O, R> {
@@ -76,11 +94,13 @@ impl<O: Operations, R: Rng> Engine<O, R> {
         adaptation: Adaptation,
     ) -> Result<Self, Error> {
         attrs.validate()?;
+        let base_adaptation = adaptation;
+        let adaptation = adaptation.with_mode(attrs.mode);
         let min_sz = MIN_REGION_SZ;
         let nr_init = adaptation.initial_regions(&attrs);
         for (i, t) in targets.iter_mut().enumerate() {
             if t.regions.is_empty() {
-                if let Some(ranges) = ops.target_ranges(i, t) {
+                if let Some(ranges) = monitoring_ranges(&mut ops, i, t, adaptation, &attrs) {
                     t.regions = vaddr::even_regions(&ranges, nr_init, min_sz);
                 }
             }
@@ -94,6 +114,7 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             targets,
             rng,
             adaptation,
+            base_adaptation,
             min_sz,
             passed: 0,
             next_aggr: attrs.aggr_samples(),
@@ -108,6 +129,7 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             window_counts: Vec::new(),
             schemes: Vec::new(),
             deadline_us: None,
+            movement: enhanced::Movement::default(),
         };
         engine.sz_limit = engine.region_size_limit();
         Ok(engine)
@@ -135,7 +157,9 @@ impl<O: Operations, R: Rng> Engine<O, R> {
         let Some(t) = self.targets.get(idx) else {
             return;
         };
-        if let Some(ranges) = self.ops.target_ranges(idx, t).filter(|r| !r.is_empty()) {
+        if let Some(ranges) = monitoring_ranges(&mut self.ops, idx, t, self.adaptation, &self.attrs)
+            .filter(|r| !r.is_empty())
+        {
             self.targets[idx].regions = vaddr::even_regions(&ranges, nr_init, self.min_sz);
             self.sz_limit = self.region_size_limit();
         }
@@ -181,7 +205,12 @@ impl<O: Operations, R: Rng> Engine<O, R> {
     }
 
     fn adaptive(&self) -> bool {
-        self.adaptation == Adaptation::Adaptive
+        !matches!(self.adaptation, Adaptation::Fixed(_))
+    }
+
+    /// The enhanced mode's moving-window follower (its prediction count).
+    pub fn movement(&self) -> &enhanced::Movement {
+        &self.movement
     }
 
     /// One sampling interval. Returns the snapshot when it ends an
@@ -280,6 +309,14 @@ impl<O: Operations, R: Rng> Engine<O, R> {
                     &mut self.rng,
                 );
             }
+            if self.adaptation == Adaptation::Enhanced {
+                self.movement.observe(
+                    &mut self.targets,
+                    max_nr,
+                    self.attrs.max_nr_regions as usize,
+                    self.min_sz,
+                );
+            }
         }
         if self.passed >= nu {
             self.next_update = nu + self.attrs.update_samples();
@@ -362,7 +399,13 @@ impl<O: Operations, R: Rng> Engine<O, R> {
     /// three regions.
     fn update_ranges(&mut self) {
         for i in 0..self.targets.len() {
-            match self.ops.target_ranges(i, &self.targets[i]) {
+            match monitoring_ranges(
+                &mut self.ops,
+                i,
+                &self.targets[i],
+                self.adaptation,
+                &self.attrs,
+            ) {
                 Some(ranges) if !ranges.is_empty() => {
                     adapt::set_regions(&mut self.targets[i], &ranges, self.min_sz);
                 }
@@ -429,6 +472,7 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             }
         }
         self.attrs = new;
+        self.adaptation = self.base_adaptation.with_mode(new.mode);
         for st in &mut self.schemes {
             st.on_attrs(&new, self.passed);
         }
@@ -439,6 +483,33 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             self.window_start_us = self.now_us;
         }
     }
+}
+
+/// Target `idx`'s ranges to monitor: its operations set's, fitted to its
+/// resident memory in the enhanced mode (leaving out up to
+/// `min_nr_regions - 1` non-resident gaps, so that the region floor is
+/// unchanged), where the operations set can tell.
+fn monitoring_ranges<O: Operations>(
+    ops: &mut O,
+    idx: usize,
+    t: &Target,
+    adaptation: Adaptation,
+    attrs: &Attrs,
+) -> Option<Vec<AddrRange>> {
+    let ranges = ops.target_ranges(idx, t)?;
+    if adaptation != Adaptation::Enhanced || ranges.is_empty() {
+        return Some(ranges);
+    }
+    let Some(resident) = ops.resident_ranges(idx, &ranges) else {
+        return Some(ranges);
+    };
+    let max = (attrs.min_nr_regions as usize).max(3);
+    Some(enhanced::fit_resident(
+        &ranges,
+        &resident,
+        max,
+        MIN_REGION_SZ,
+    ))
 }
 
 impl<O: Operations, R: Rng> Monitor for Engine<O, R> {

@@ -39,6 +39,7 @@
 mod adapt;
 mod attrs;
 mod engine;
+pub mod enhanced;
 pub mod feedback;
 mod monitor;
 mod ops;
@@ -48,7 +49,7 @@ mod snapshot;
 pub mod softdirty;
 pub mod vaddr;
 
-pub use attrs::{max_nr_accesses, Attrs, IntervalsGoal};
+pub use attrs::{max_nr_accesses, Attrs, IntervalsGoal, Mode};
 pub use engine::{Adaptation, Engine};
 pub use monitor::Monitor;
 pub use ops::{ApplyOutcome, Operations, SampleWindow};

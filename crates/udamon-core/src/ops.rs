@@ -45,6 +45,15 @@ pub trait Operations {
         None
     }
 
+    /// The parts of `ranges` (target `idx`'s monitoring ranges) whose pages
+    /// are resident, sorted and disjoint, in any granularity: asked at start
+    /// and at every ops update by the enhanced adaptation mode
+    /// ([`crate::enhanced`]), which then monitors those parts. `None` where
+    /// the operations set cannot tell; the mode then monitors `ranges` whole.
+    fn resident_ranges(&mut self, _idx: usize, _ranges: &[AddrRange]) -> Option<Vec<AddrRange>> {
+        None
+    }
+
     /// Clears the accessed state of every region's `sampling_addr`.
     fn prepare_access_checks(&mut self, targets: &[Target], window: SampleWindow);
 

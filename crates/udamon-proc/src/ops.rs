@@ -139,6 +139,8 @@ pub struct ProcOps {
     sd_window: Option<SoftDirtyWindows>,
     /// Passes of `clear_refs` so far.
     sd_resets: u64,
+    /// A residency scan found no `PAGEMAP_SCAN` in the kernel.
+    no_residency: bool,
     error: Option<ProcError>,
 }
 
@@ -225,6 +227,7 @@ impl ProcOps {
             pending: Vec::new(),
             sd_window: None,
             sd_resets: 0,
+            no_residency: false,
             error: None,
         })
     }
@@ -289,6 +292,12 @@ impl ProcOps {
     /// The first error since the last call, if any.
     pub fn take_error(&mut self) -> Option<ProcError> {
         self.error.take()
+    }
+
+    /// Whether a residency scan (the enhanced mode's) found the kernel
+    /// without `PAGEMAP_SCAN`: the mode then monitors whole mappings.
+    pub fn residency_unavailable(&self) -> bool {
+        self.no_residency
     }
 
     fn note(&mut self, e: ProcError) {
@@ -424,6 +433,29 @@ impl Operations for ProcOps {
             Err(ProcError::Gone { .. }) => None,
             Err(e) => {
                 self.note(e);
+                None
+            }
+        }
+    }
+
+    /// Populated pages (present or swapped) from `PAGEMAP_SCAN`; `None`
+    /// where the kernel has no such request (before 6.7), which
+    /// [`ProcOps::residency_unavailable`] then says.
+    fn resident_ranges(&mut self, idx: usize, ranges: &[AddrRange]) -> Option<Vec<AddrRange>> {
+        if !self.alive(idx) {
+            return None;
+        }
+        let pm = self.targets.get(idx)?.pagemap.as_ref()?;
+        match pm.populated(ranges) {
+            Ok(Some(r)) => Some(r),
+            Ok(None) => {
+                self.no_residency = true;
+                None
+            }
+            Err(e) => {
+                if self.alive(idx) {
+                    self.note(e);
+                }
                 None
             }
         }
@@ -824,6 +856,10 @@ impl<O> Paced<O> {
 impl<O: Operations> Operations for Paced<O> {
     fn target_ranges(&mut self, idx: usize, target: &Target) -> Option<Vec<AddrRange>> {
         self.inner.target_ranges(idx, target)
+    }
+
+    fn resident_ranges(&mut self, idx: usize, ranges: &[AddrRange]) -> Option<Vec<AddrRange>> {
+        self.inner.resident_ranges(idx, ranges)
     }
 
     fn prepare_access_checks(&mut self, targets: &[Target], window: SampleWindow) {

@@ -9,7 +9,7 @@ use udamon_core::softdirty::SoftDirtyReset;
 
 use serde::Deserialize;
 use udamon_core::schemes::{Action, Damos};
-use udamon_core::{Attrs, IntervalsGoal};
+use udamon_core::{Attrs, IntervalsGoal, Mode};
 use udamon_session::OpsChoice;
 use udamon_sim::units::{parse_duration_us, parse_size};
 
@@ -81,6 +81,8 @@ struct RawAttrs {
     min_regions: Option<u32>,
     max_regions: Option<u32>,
     auto_intervals: Option<bool>,
+    /// "kernel" (the default) or "enhanced", as the commands' --mode.
+    mode: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -442,6 +444,12 @@ fn attrs(a: &RawAttrs) -> Result<Attrs, String> {
         min_nr_regions: a.min_regions.unwrap_or(d.min_nr_regions),
         max_nr_regions: a.max_regions.unwrap_or(d.max_nr_regions),
         intervals_goal: IntervalsGoal::default(),
+        mode: match &a.mode {
+            None => Mode::Kernel,
+            Some(m) => m
+                .parse()
+                .map_err(|e| format!("attrs.mode = \"{m}\": {e}"))?,
+        },
     };
     if a.auto_intervals == Some(true) {
         // The kernel's recommended goal (4% of the maximum accesses

@@ -14,7 +14,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
 use udamon_core::schemes::{Action, Damos};
 use udamon_core::softdirty::SoftDirtyReset;
-use udamon_core::{Attrs, Engine, Monitor, Operations, Snapshot, Target};
+use udamon_core::{Attrs, Engine, Mode, Monitor, Operations, Snapshot, Target};
 use udamon_kdamon::trace::{parse_aggregated, Assembler, TraceSession};
 use udamon_kdamon::{KTarget, KdamonConfig, KdamonDriver, OpsKind};
 use udamon_proc::{
@@ -199,6 +199,13 @@ impl Operations for LiveOps {
     fn target_ranges(&mut self, idx: usize, t: &Target) -> Option<Vec<udamon_core::AddrRange>> {
         delegate!(self, o => o.target_ranges(idx, t))
     }
+    fn resident_ranges(
+        &mut self,
+        idx: usize,
+        r: &[udamon_core::AddrRange],
+    ) -> Option<Vec<udamon_core::AddrRange>> {
+        delegate!(self, o => o.resident_ranges(idx, r))
+    }
     fn prepare_access_checks(&mut self, t: &[Target], w: udamon_core::SampleWindow) {
         delegate!(self, o => o.prepare_access_checks(t, w))
     }
@@ -313,7 +320,19 @@ pub fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> 
 }
 
 /// Picks the path: the one asked for, or the best available for `auto`.
-pub fn choose(f: &Features, asked: OpsChoice, phys: bool) -> Result<(OpsChoice, String)> {
+pub fn choose(
+    f: &Features,
+    asked: OpsChoice,
+    phys: bool,
+    mode: Mode,
+) -> Result<(OpsChoice, String)> {
+    let enhanced = mode == Mode::Enhanced;
+    if enhanced && asked == OpsChoice::Kdamond {
+        return Err(SessionError::Usage(
+            "--mode enhanced runs udamon's own engine, and kernel DAMON (--ops kdamond) adapts              its regions itself: give --ops idle or --ops softdirty (or auto), or --mode kernel"
+                .into(),
+        ));
+    }
     if phys && asked == OpsChoice::Softdirty {
         return Err(SessionError::Usage(
             "--ops softdirty watches processes (soft-dirty bits live in page tables); \
@@ -332,11 +351,16 @@ pub fn choose(f: &Features, asked: OpsChoice, phys: bool) -> Result<(OpsChoice, 
         };
     }
     let mut why_not = Vec::new();
-    let paths: &[OpsChoice] = if phys {
-        &[OpsChoice::Kdamond, OpsChoice::Idle]
-    } else {
-        &[OpsChoice::Kdamond, OpsChoice::Idle, OpsChoice::Softdirty]
+    let paths: &[OpsChoice] = match (phys, enhanced) {
+        (true, false) => &[OpsChoice::Kdamond, OpsChoice::Idle],
+        (false, false) => &[OpsChoice::Kdamond, OpsChoice::Idle, OpsChoice::Softdirty],
+        // kernel DAMON adapts its own regions
+        (true, true) => &[OpsChoice::Idle],
+        (false, true) => &[OpsChoice::Idle, OpsChoice::Softdirty],
     };
+    if enhanced {
+        why_not.push("kdamond (--mode enhanced runs udamon's engine)".to_string());
+    }
     for &o in paths {
         match path_blocker(f, o, phys) {
             None => {
@@ -613,7 +637,7 @@ pub fn plan(spec: &Spec, features: &Features) -> Result<(&'static str, String)> 
         return Ok(("sim", "a simulated workload runs on udamon's engine".into()));
     }
     let phys = matches!(spec.target, LiveTarget::Phys | LiveTarget::Node(_));
-    let (ops, because) = choose(features, spec.ops, phys)?;
+    let (ops, because) = choose(features, spec.ops, phys, spec.attrs.mode)?;
     check_schemes(&spec.schemes, spec.ops, ops, &because, phys)?;
     Ok((ops.name(), because))
 }
@@ -641,7 +665,7 @@ impl Session {
         }
         let features = probe(&spec.root);
         let phys = matches!(spec.target, LiveTarget::Phys | LiveTarget::Node(_));
-        let (ops, because) = choose(&features, spec.ops, phys)?;
+        let (ops, because) = choose(&features, spec.ops, phys, spec.attrs.mode)?;
         check_schemes(&spec.schemes, spec.ops, ops, &because, phys)?;
         let child = match &spec.target {
             LiveTarget::Command(argv) => {
@@ -714,8 +738,13 @@ impl Session {
         let seed = seed.or(workload.seed).unwrap_or(0);
         let name = workload.name.clone();
         let model = Arc::new(Model::new(workload));
-        let mut e = build_engine(&model, spec.attrs, seed, MonitorKind::Adaptive)
-            .map_err(|e| SessionError::Usage(format!("cannot monitor {origin}: {e}")))?;
+        let mut e = build_engine(
+            &model,
+            spec.attrs,
+            seed,
+            MonitorKind::adaptive(spec.attrs.mode),
+        )
+        .map_err(|e| SessionError::Usage(format!("cannot monitor {origin}: {e}")))?;
         e.ops_mut().set_soft_dirty_reset(spec.softdirty_reset);
         e.set_schemes(spec.schemes.clone());
         e.set_dry_run(spec.dry_run);
@@ -864,6 +893,17 @@ impl Session {
                     Pcg64Mcg::seed_from_u64(seed_from_clock()),
                 )
                 .map_err(|e| SessionError::Usage(format!("cannot monitor {command}: {e}")))?;
+                if spec.attrs.mode == Mode::Enhanced {
+                    match e.ops().inner() {
+                        LiveOps::Proc(o) if o.residency_unavailable() => spec.warn.warn(
+                            "--mode enhanced: this kernel has no PAGEMAP_SCAN (Linux 6.7+), so                              regions cover whole mappings, as kernel DAMON's do; windows that                              move are still followed",
+                        ),
+                        LiveOps::Phys(_) => spec.warn.warn(
+                            "--mode enhanced on physical memory follows windows that move;                              it does not leave free memory out (processes only)",
+                        ),
+                        _ => {}
+                    }
+                }
                 e.set_schemes(spec.schemes.clone());
                 e.set_dry_run(spec.dry_run);
                 Live::Engine(Box::new(e), 0)
@@ -984,7 +1024,7 @@ impl Session {
                 sim: Some(SimInfo {
                     spec_toml: sim.spec_text.clone(),
                     seed: sim.seed,
-                    monitor: MonitorKind::Adaptive.label(),
+                    monitor: MonitorKind::adaptive(self.attrs.mode).label(),
                 }),
                 params: serde_json::json!({
                     "nr_accesses": "window",

@@ -74,6 +74,9 @@ pub const DEMO_SPEC: &str = include_str!("../../../examples/specs/demo.toml");
 pub enum MonitorKind {
     /// DAMON's adaptive regions.
     Adaptive,
+    /// The enhanced adaptation mode (`--mode enhanced`): adaptive regions
+    /// fitted to populated memory, following steadily moving windows.
+    Enhanced,
     /// N static regions (the papers' "Miniature-like" sampling).
     FixedRegions(u32),
     /// Every page checked at every sample.
@@ -81,10 +84,19 @@ pub enum MonitorKind {
 }
 
 impl MonitorKind {
+    /// The adaptive monitor of `mode`: DAMON's, or the enhanced mode's.
+    pub fn adaptive(mode: udamon_core::Mode) -> MonitorKind {
+        match mode {
+            udamon_core::Mode::Kernel => MonitorKind::Adaptive,
+            udamon_core::Mode::Enhanced => MonitorKind::Enhanced,
+        }
+    }
+
     /// The label stored in records: "adaptive", "fixed-regions N", "full-scan".
     pub fn label(&self) -> String {
         match self {
             MonitorKind::Adaptive => "adaptive".into(),
+            MonitorKind::Enhanced => "enhanced".into(),
             MonitorKind::FixedRegions(n) => format!("fixed-regions {n}"),
             MonitorKind::FullScan => "full-scan".into(),
         }
@@ -117,8 +129,17 @@ pub fn build_engine(
 ) -> Result<Engine<SimOps, Pcg64Mcg>, udamon_core::Error> {
     let rng = Pcg64Mcg::seed_from_u64(seed);
     let ops = SimOps::new(Arc::clone(model), seed);
+    // The attributes' mode is what the engine follows.
+    let attrs = match kind {
+        MonitorKind::Enhanced => Attrs {
+            mode: udamon_core::Mode::Enhanced,
+            ..attrs
+        },
+        _ => attrs,
+    };
     let adaptation = match kind {
         MonitorKind::Adaptive => Adaptation::Adaptive,
+        MonitorKind::Enhanced => Adaptation::Enhanced,
         MonitorKind::FixedRegions(n) => Adaptation::Fixed(n),
         MonitorKind::FullScan => {
             return Err(udamon_core::Error::Backend(

@@ -1119,6 +1119,32 @@ impl Machine {
         (all, on)
     }
 
+    /// The parts of `ranges` (sorted, disjoint) whose pages were populated:
+    /// resident or paged out, as pagemap's present and swapped bits tell
+    /// (cells with at least half a page of either, expected), merged
+    /// where they touch.
+    pub fn populated_ranges(&self, ranges: &[AddrRange]) -> Vec<AddrRange> {
+        let mut out: Vec<AddrRange> = Vec::new();
+        for r in ranges {
+            let first = self
+                .cells
+                .range(..r.start)
+                .next_back()
+                .map_or(r.start, |(k, _)| *k);
+            for (&s, c) in self.cells.range(first..r.end) {
+                let (a, b) = (s.max(r.start), c.end.min(r.end));
+                if a >= b || c.resident() + c.swapped < 0.5 {
+                    continue;
+                }
+                match out.last_mut() {
+                    Some(l) if l.end == a => l.end = b,
+                    _ => out.push(AddrRange::new(a, b)),
+                }
+            }
+        }
+        out
+    }
+
     /// Resident bytes inside `r` (cells are counted pro rata).
     #[cfg(test)]
     pub fn resident_in(&self, r: AddrRange) -> f64 {

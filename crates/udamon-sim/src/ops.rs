@@ -105,6 +105,12 @@ impl Operations for SimOps {
         ))
     }
 
+    /// Populated memory (resident or paged out) at the machine's current
+    /// time, as a live process's pagemap tells it.
+    fn resident_ranges(&mut self, _idx: usize, ranges: &[AddrRange]) -> Option<Vec<AddrRange>> {
+        Some(self.machine.populated_ranges(ranges))
+    }
+
     fn prepare_access_checks(&mut self, _targets: &[Target], window: SampleWindow) {
         // Nothing to clear: each check draws for exactly its own interval,
         // or for the time since soft-dirty's last reset.

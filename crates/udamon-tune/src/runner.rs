@@ -86,8 +86,13 @@ impl SimRunner {
     }
 
     fn run_inner(&self, schemes: &[Damos], keep: bool) -> Result<(Metrics, Vec<Snapshot>)> {
-        let mut e = build_engine(&self.model, self.attrs, self.seed, MonitorKind::Adaptive)
-            .map_err(|e| Error::Run(format!("cannot monitor {}: {e}", self.label)))?;
+        let mut e = build_engine(
+            &self.model,
+            self.attrs,
+            self.seed,
+            MonitorKind::adaptive(self.attrs.mode),
+        )
+        .map_err(|e| Error::Run(format!("cannot monitor {}: {e}", self.label)))?;
         e.set_schemes(schemes.to_vec());
         e.set_deadline(Some(self.model.workload.duration_us));
         let mut kept = Vec::new();

@@ -169,6 +169,11 @@ pub struct AttrsArgs {
     /// (basis points; 400 = 4%, the kernel's recommendation); off by default
     #[arg(long, value_name = "BP")]
     pub intervals_goal: Option<u32>,
+    /// Region adaptation: kernel (DAMON's, faithful) or enhanced (regions
+    /// fitted to resident memory, moving windows followed; udamon's engine
+    /// only, not kernel DAMON: docs/enhanced.md)
+    #[arg(long, value_name = "MODE", default_value = "kernel")]
+    pub mode: udamon_core::Mode,
 }
 
 /// Live targets: a running process or a command udamon starts.

@@ -216,14 +216,16 @@ stop_watch() {
     rm -f "$OUT/.stop-watch"
 }
 
-# record_eight OPS SECONDS TAG: the eight-objects workload under udamon record
+# record_eight OPS SECONDS TAG [FLAGS...]: the eight-objects workload under
+# udamon record (FLAGS added to its command line)
 record_eight() {
     ops=$1 secs=$2 tag=$3
+    shift 3
     need_flag record --ops
     need_flag record --pid
     start_workload wl.log eight_objects 64 2
     wait_ready wl.log "$WL_PID" 180
-    run_timed "$tag" "$UD" record --ops "$ops" --pid "$WL_PID" -o "$tag.udr" --duration "${secs}s"
+    run_timed "$tag" "$UD" record --ops "$ops" --pid "$WL_PID" -o "$tag.udr" --duration "${secs}s" "$@"
     kill -9 "$WL_PID" 2>/dev/null
     [ "$RC" = 0 ] || error "udamon record --ops $ops exited $RC: $(tail -n 3 "$tag.err" | tr '\n' ' ')"
     [ -s "$tag.udr" ] || error "udamon record --ops $ops wrote no record"

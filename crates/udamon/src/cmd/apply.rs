@@ -72,7 +72,7 @@ pub fn run(a: ApplyArgs) -> Result<()> {
         seed: a.seed,
         duration_us,
         attrs,
-        kind: MonitorKind::Adaptive,
+        kind: MonitorKind::adaptive(attrs.mode),
         schemes: Vec::new(),
         score: false,
         progress: true,

@@ -9,7 +9,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
 use udamon_core::schemes::Damos;
 use udamon_core::softdirty::SoftDirtyReset;
-use udamon_core::{Attrs, Engine, IntervalsGoal, Monitor};
+use udamon_core::{Attrs, Engine, IntervalsGoal, Mode, Monitor};
 use udamon_record::{Header, SimInfo, TargetInfo, Writer};
 use udamon_sim::units::parse_duration_us;
 use udamon_sim::{build_engine, build_monitor, Model, MonitorKind, SimOps, Workload};
@@ -47,6 +47,7 @@ pub fn attrs_from(a: &AttrsArgs) -> Result<Attrs> {
         min_nr_regions: a.min_regions,
         max_nr_regions: a.max_regions,
         intervals_goal: IntervalsGoal::default(),
+        mode: a.mode,
     };
     if let Some(bp) = a.intervals_goal {
         attrs.intervals_goal = IntervalsGoal {
@@ -316,13 +317,25 @@ fn push_status(
     Ok(())
 }
 
-pub fn monitor_kind(fixed: Option<u32>, full_scan: bool) -> Result<MonitorKind> {
+pub fn monitor_kind(fixed: Option<u32>, full_scan: bool, mode: Mode) -> Result<MonitorKind> {
+    if mode == Mode::Enhanced && (fixed.is_some() || full_scan) {
+        return Err(UsageError(format!(
+            "--mode enhanced adapts regions; {} does not: give one or the other",
+            if full_scan {
+                "--full-scan"
+            } else {
+                "--fixed-regions"
+            }
+        ))
+        .into());
+    }
     Ok(match (fixed, full_scan) {
         (Some(0), _) => {
             return Err(UsageError("--fixed-regions 0: give at least 1 region".into()).into())
         }
         (Some(n), _) => MonitorKind::FixedRegions(n),
         (None, true) => MonitorKind::FullScan,
+        (None, false) if mode == Mode::Enhanced => MonitorKind::Enhanced,
         (None, false) => MonitorKind::Adaptive,
     })
 }
@@ -389,7 +402,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
     refuse_ops_with_sim(a.live.ops, "watches")?;
     let spec_text = read_spec(sim)?;
     let attrs = attrs_from(&a.attrs)?;
-    let kind = monitor_kind(a.fixed_regions, a.full_scan)?;
+    let kind = monitor_kind(a.fixed_regions, a.full_scan, attrs.mode)?;
     crate::output::prepare("--output", &a.output, &[sim], &[])?;
     let run = SimRun {
         spec_text: &spec_text,

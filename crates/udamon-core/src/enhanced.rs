@@ -1,0 +1,386 @@
+//! The enhanced adaptation mode (`--mode enhanced`): two additions to
+//! DAMON's adaptive regions for its two blind spots, each keeping the
+//! kernel's cost of one access check per region per sample.
+//!
+//! - **Residency.** The kernel monitors a process's mappings minus their two
+//!   biggest unmapped gaps, so a large reservation of which little is
+//!   resident (a JVM heap, an allocator arena, a guest's memory) spreads the
+//!   region budget over memory that cannot be accessed, and a small hot
+//!   object in it has a tiny chance of being sampled. Where the operations
+//!   set can tell which pages are resident ([`Operations::resident_ranges`]),
+//!   [`fit_resident`] narrows the monitoring ranges to the resident parts,
+//!   leaving out the biggest non-resident gaps (as many as the minimum
+//!   region count allows), at start and at every ops update.
+//! - **Moving windows.** Regions split at random points and merge once per
+//!   aggregation, so a window that moves at a steady rate (a scan, a sweep)
+//!   is always seen a step behind. [`Movement`] matches each window's runs
+//!   of hot regions with the previous window's; a run that moved by about
+//!   the same distance twice in a row is predicted to move once more, and
+//!   the regions are split at its predicted edges, so that the next window
+//!   counts the run on regions that fit it.
+//!
+//! [`Operations::resident_ranges`]: crate::Operations::resident_ranges
+
+use crate::region::{align_down, align_up, Addr, AddrRange, Region, Target};
+
+/// The parts of `ranges` (sorted, disjoint) that `resident` (sorted,
+/// disjoint) covers, page-aligned, with the smallest gaps between them
+/// bridged until at most `max_ranges` remain (the biggest gaps, ties to
+/// the earlier one, stay out). Nothing resident: `ranges` unchanged, so a
+/// target never loses its regions.
+pub fn fit_resident(
+    ranges: &[AddrRange],
+    resident: &[AddrRange],
+    max_ranges: usize,
+    min_sz: u64,
+) -> Vec<AddrRange> {
+    let mut pieces: Vec<AddrRange> = Vec::new();
+    let mut j = 0;
+    for r in ranges {
+        while j < resident.len() && resident[j].end <= r.start {
+            j += 1;
+        }
+        let mut k = j;
+        while k < resident.len() && resident[k].start < r.end {
+            let s = align_down(resident[k].start.max(r.start), min_sz).max(r.start);
+            let e = align_up(resident[k].end.min(r.end), min_sz).min(r.end);
+            if s < e {
+                match pieces.last_mut() {
+                    Some(p) if p.end >= s => p.end = p.end.max(e),
+                    _ => pieces.push(AddrRange::new(s, e)),
+                }
+            }
+            k += 1;
+        }
+    }
+    if pieces.is_empty() {
+        return ranges.to_vec();
+    }
+    let max_ranges = max_ranges.max(1);
+    if pieces.len() <= max_ranges {
+        return pieces;
+    }
+    // Keep the max_ranges - 1 biggest gaps; bridge the others.
+    let mut gaps: Vec<(u64, usize)> = pieces
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| (w[1].start - w[0].end, i))
+        .collect();
+    gaps.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut keep = vec![false; pieces.len() - 1];
+    for &(_, i) in gaps.iter().take(max_ranges - 1) {
+        keep[i] = true;
+    }
+    let mut out = Vec::with_capacity(max_ranges);
+    let mut cur = pieces[0];
+    for (i, p) in pieces.iter().enumerate().skip(1) {
+        if keep[i - 1] {
+            out.push(cur);
+            cur = *p;
+        } else {
+            cur.end = p.end;
+        }
+    }
+    out.push(cur);
+    out
+}
+
+/// A run of adjacent hot regions in one aggregation window, and how far it
+/// moved since the previous window (when it was matched).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    start: Addr,
+    end: Addr,
+    moved: Option<i128>,
+    /// Moves in a row, before this one, that this one agrees with.
+    steady: u32,
+}
+
+/// Follows runs of hot regions from window to window (see the module
+/// documentation). At most [`Movement::MAX_RUNS`] runs per target are
+/// followed, so a window costs O(regions).
+#[derive(Clone, Debug, Default)]
+pub struct Movement {
+    runs: Vec<Vec<Run>>,
+    /// Predictions made (pairs of splits), for tests and reports.
+    pub predictions: u64,
+}
+
+/// Pieces each predicted ramp is cut into.
+const RAMP_PIECES: i128 = 4;
+/// Agreeing moves in a row before a run is predicted to move again.
+const STEADY_MOVES: u32 = 1;
+
+impl Movement {
+    pub const MAX_RUNS: usize = 8;
+
+    /// After an aggregation window: finds the hot runs of each target in
+    /// the counts the window ended with (`last_nr_accesses`, the window's
+    /// maximum `max_nr`), matches them with the previous window's, and
+    /// splits regions at the predicted edges of the runs that moved
+    /// steadily. Splits only while the region count is below `max_nr_regions`.
+    pub fn observe(
+        &mut self,
+        targets: &mut [Target],
+        max_nr: u32,
+        max_nr_regions: usize,
+        min_sz: u64,
+    ) {
+        self.runs.resize(targets.len(), Vec::new());
+        let mut nr: usize = targets.iter().map(|t| t.regions.len()).sum();
+        for (t, prev) in targets.iter_mut().zip(self.runs.iter_mut()) {
+            let mut runs = hot_runs(&t.regions, max_nr);
+            let mut cuts: Vec<Addr> = Vec::new();
+            for run in &mut runs {
+                let Some(p) = best_match(prev, run) else {
+                    continue;
+                };
+                // How far its middle moved.
+                let d = (i128::from(run.start) + i128::from(run.end)
+                    - i128::from(p.start)
+                    - i128::from(p.end))
+                    / 2;
+                // A move under an eighth of the run's width is edge jitter.
+                if d.abs() * 8 < i128::from(run.end - run.start) {
+                    continue;
+                }
+                run.moved = Some(d);
+                // Steady: it moved by about the same distance the last
+                // STEADY_MOVES times too (region edges jitter, so one
+                // agreeing move is often chance).
+                let agrees = p.moved.filter(|pd| (pd - d).abs() * 2 <= d.abs());
+                run.steady = agrees.map_or(0, |_| p.steady + 1);
+                if let Some(pd) = agrees {
+                    // the moves' running mean: edges are only as sharp as
+                    // regions
+                    run.moved = Some((d + pd) / 2);
+                }
+                if let Some(v) = run.moved.filter(|_| run.steady >= STEADY_MOVES) {
+                    // The next window sees the run over [start + v, end + v),
+                    // with a ramp |v| wide at either end (pages the window
+                    // enters or leaves while it is counted), each cut in
+                    // quarters so that its pages' frequencies are told apart.
+                    let (a, b) = (i128::from(run.start) + v, i128::from(run.end) + v);
+                    for k in 0..=RAMP_PIECES {
+                        let step = v.abs() * k / RAMP_PIECES;
+                        for edge in [a + step, b - step] {
+                            if edge > 0 && edge < i128::from(u64::MAX) {
+                                cuts.push(align_down(edge as u64, min_sz));
+                            }
+                        }
+                    }
+                }
+            }
+            *prev = runs;
+            if cuts.is_empty() {
+                continue;
+            }
+            cuts.sort_unstable();
+            cuts.dedup();
+            let budget = max_nr_regions.saturating_sub(nr);
+            let made = split_at(&mut t.regions, &cuts, budget);
+            nr += made;
+            if made > 0 {
+                self.predictions += 1;
+            }
+        }
+    }
+}
+
+/// Runs of adjacent regions whose window count is at least half the
+/// window's maximum (and not zero), the widest [`Movement::MAX_RUNS`].
+fn hot_runs(regions: &[Region], max_nr: u32) -> Vec<Run> {
+    let thres = (max_nr / 4).max(1);
+    let mut runs: Vec<Run> = Vec::new();
+    for r in regions {
+        if r.last_nr_accesses < thres {
+            continue;
+        }
+        match runs.last_mut() {
+            Some(run) if run.end == r.ar.start => run.end = r.ar.end,
+            _ => runs.push(Run {
+                start: r.ar.start,
+                end: r.ar.end,
+                moved: None,
+                steady: 0,
+            }),
+        }
+    }
+    if runs.len() > Movement::MAX_RUNS {
+        runs.sort_by_key(|r| std::cmp::Reverse(r.end - r.start));
+        runs.truncate(Movement::MAX_RUNS);
+        runs.sort_by_key(|r| r.start);
+    }
+    runs
+}
+
+/// The previous run `run` most likely is: of a width within a factor of
+/// two, its middle nearest to `run`'s and at most one width away.
+fn best_match<'a>(prev: &'a [Run], run: &Run) -> Option<&'a Run> {
+    let w = run.end - run.start;
+    let mid = |r: &Run| r.start / 2 + r.end / 2;
+    prev.iter()
+        .filter(|p| {
+            let pw = p.end - p.start;
+            pw <= 2 * w && w <= 2 * pw
+        })
+        .map(|p| (mid(p).abs_diff(mid(run)), p))
+        .filter(|&(dist, _)| dist <= w)
+        .min_by_key(|&(dist, _)| dist)
+        .map(|(_, p)| p)
+}
+
+/// Splits `regions` (sorted, disjoint) at each of `cuts` (sorted) that
+/// falls strictly inside a region, at most `budget` times; both pieces
+/// keep the region's counters. Returns the splits made.
+fn split_at(regions: &mut Vec<Region>, cuts: &[Addr], budget: usize) -> usize {
+    if budget == 0 {
+        return 0;
+    }
+    let mut out = Vec::with_capacity(regions.len() + cuts.len());
+    let mut made = 0;
+    let mut c = cuts.iter().peekable();
+    for r in regions.drain(..) {
+        let mut left = r;
+        while let Some(&&cut) = c.peek() {
+            if cut <= left.ar.start {
+                c.next();
+                continue;
+            }
+            if cut >= left.ar.end {
+                break;
+            }
+            c.next();
+            if made == budget {
+                continue;
+            }
+            let mut piece = left;
+            piece.ar.end = cut;
+            out.push(piece);
+            left.ar.start = cut;
+            made += 1;
+        }
+        out.push(left);
+    }
+    *regions = out;
+    made
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u64 = 4096;
+
+    fn ar(s: u64, e: u64) -> AddrRange {
+        AddrRange::new(s * P, e * P)
+    }
+
+    #[test]
+    fn fit_keeps_resident_parts_and_biggest_gaps() {
+        // ranges [0,1000) and [5000,5010); resident pieces at 10-20, 22-30,
+        // 500-510, 900-1100 (crosses the range's end), 5000-5001
+        let ranges = [ar(0, 1000), ar(5000, 5010)];
+        let res = [
+            ar(10, 20),
+            ar(22, 30),
+            ar(500, 510),
+            ar(900, 1100),
+            ar(5000, 5001),
+        ];
+        assert_eq!(
+            fit_resident(&ranges, &res, 10, P),
+            vec![
+                ar(10, 20),
+                ar(22, 30),
+                ar(500, 510),
+                ar(900, 1000),
+                ar(5000, 5001)
+            ]
+        );
+        // three ranges: the two biggest gaps (1000-5000: 4000 pages, and
+        // 30-500: 470; not 510-900: 390, nor 20-22) stay out
+        assert_eq!(
+            fit_resident(&ranges, &res, 3, P),
+            vec![ar(10, 30), ar(500, 1000), ar(5000, 5001)]
+        );
+        assert_eq!(fit_resident(&ranges, &res, 1, P), vec![ar(10, 5001)]);
+        // nothing resident: the ranges as they were
+        assert_eq!(
+            fit_resident(&ranges, &[ar(2000, 3000)], 3, P),
+            ranges.to_vec()
+        );
+        // unaligned resident bytes widen to whole pages
+        assert_eq!(
+            fit_resident(&[ar(0, 10)], &[AddrRange::new(P + 1, 2 * P + 1)], 3, P),
+            vec![ar(1, 3)]
+        );
+    }
+
+    fn reg(s: u64, e: u64, last: u32) -> Region {
+        Region {
+            last_nr_accesses: last,
+            ..Region::new(s * P, e * P)
+        }
+    }
+
+    #[test]
+    fn split_at_cuts_inside_regions_within_budget() {
+        let mut rs = vec![reg(0, 10, 1), reg(10, 20, 2)];
+        let made = split_at(&mut rs, &[0, 5 * P, 10 * P, 15 * P, 30 * P], 5);
+        assert_eq!(made, 2);
+        let spans: Vec<_> = rs
+            .iter()
+            .map(|r| (r.ar.start / P, r.ar.end / P, r.last_nr_accesses))
+            .collect();
+        assert_eq!(spans, vec![(0, 5, 1), (5, 10, 1), (10, 15, 2), (15, 20, 2)]);
+        let mut rs = vec![reg(0, 10, 1), reg(10, 20, 2)];
+        assert_eq!(split_at(&mut rs, &[5 * P, 15 * P], 1), 1);
+        assert_eq!(rs.len(), 3);
+    }
+
+    /// A hot run of 10 pages moving 5 pages a window: after two moves the
+    /// regions are cut ahead of the third.
+    #[test]
+    fn steady_movement_is_predicted() {
+        let mut m = Movement::default();
+        let window = |at: u64| -> Vec<Region> {
+            vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)]
+        };
+        let mut t = [Target {
+            pid: 0,
+            regions: window(100),
+        }];
+        m.observe(&mut t, 20, 1000, P);
+        assert_eq!(t[0].regions.len(), 3, "first sighting: nothing to match");
+        t[0].regions = window(105);
+        m.observe(&mut t, 20, 1000, P);
+        assert_eq!(t[0].regions.len(), 3, "one move is not yet steady");
+        t[0].regions = window(110);
+        m.observe(&mut t, 20, 1000, P);
+        let starts: Vec<u64> = t[0].regions.iter().map(|r| r.ar.start / P).collect();
+        // the run's next place, 115-125, and its two 5-page ramps in quarters
+        assert_eq!(
+            starts,
+            vec![0, 110, 115, 116, 117, 118, 120, 121, 122, 123, 125]
+        );
+        assert_eq!(m.predictions, 1);
+        // a jump back (a sweep wrapping round) is no steady move
+        t[0].regions = window(10);
+        m.observe(&mut t, 20, 1000, P);
+        assert_eq!(t[0].regions.len(), 3);
+    }
+
+    #[test]
+    fn no_prediction_without_budget() {
+        let mut m = Movement::default();
+        for at in [100, 105, 110] {
+            let mut t = [Target {
+                pid: 0,
+                regions: vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)],
+            }];
+            m.observe(&mut t, 20, 3, P);
+            assert_eq!(t[0].regions.len(), 3);
+        }
+    }
+}
