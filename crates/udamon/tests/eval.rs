@@ -536,3 +536,66 @@ fn docs_suite_file_example_parses_as_written() {
         text(&o.stderr)
     );
 }
+
+/// The measured tables in docs/evaluation/ stay readable: every results
+/// directory there reports with this udamon, and every run of its
+/// results.jsonl is counted.
+#[test]
+fn the_docs_measured_results_still_report() {
+    let root = repo("docs/evaluation");
+    let mut seen = 0;
+    for e in std::fs::read_dir(&root).unwrap() {
+        let src = e.unwrap().path();
+        if !src.join("results.jsonl").exists() {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["suite.toml", "results.jsonl"] {
+            std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+        }
+        // a run saved again (a repeat redone in a later boot) counts once
+        let lines = results(dir.path())
+            .iter()
+            .map(|r| {
+                (
+                    r["workload"].to_string(),
+                    r["config"].to_string(),
+                    r["repeat"].to_string(),
+                )
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        let d = dir.path().to_str().unwrap();
+        let suite = format!("{d}/suite.toml");
+        let out = udamon(dir.path(), &["eval", &suite, "-o", d, "--report", "--json"]);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            src.display(),
+            text(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let runs: u64 = v["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|w| w["configs"].as_array().unwrap())
+            .map(|c| {
+                c["ok"].as_u64().unwrap()
+                    + c["failed"].as_u64().unwrap()
+                    + c["skipped"].as_u64().unwrap()
+            })
+            .sum();
+        assert_eq!(
+            runs as usize,
+            lines,
+            "{}: every saved run counted",
+            src.display()
+        );
+        seen += 1;
+    }
+    assert!(
+        seen >= 3,
+        "docs/evaluation holds {seen} results directories"
+    );
+}
