@@ -643,6 +643,29 @@ pub fn probe(root: &Path) -> Features {
         },
     );
 
+    row(
+        "pagemap_scan",
+        match m.at_least((6, 7)) {
+            Some(true) => (
+                true,
+                format!(
+                    "PAGEMAP_SCAN by kernel version {}: --mode enhanced fits regions to a \
+                     process's populated memory",
+                    m.version_str()
+                ),
+            ),
+            Some(false) => (
+                false,
+                format!(
+                    "needs Linux 6.7+ (kernel version {}): --mode enhanced then monitors whole \
+                     mappings, as the kernel's mode does",
+                    m.version_str()
+                ),
+            ),
+            None => (false, "unknown: no kernel version (needs Linux 6.7+)".into()),
+        },
+    );
+
     let pm = "Linux 5.10+ with CONFIG_ADVISE_SYSCALLS";
     row(
         "process_madvise",
