@@ -187,8 +187,8 @@ impl Movement {
     }
 }
 
-/// Runs of adjacent regions whose window count is at least half the
-/// window's maximum (and not zero), the widest [`Movement::MAX_RUNS`].
+/// Runs of adjacent regions whose window count is at least a quarter of
+/// the window's maximum (and not zero), the widest [`Movement::MAX_RUNS`].
 fn hot_runs(regions: &[Region], max_nr: u32) -> Vec<Run> {
     let thres = (max_nr / 4).max(1);
     let mut runs: Vec<Run> = Vec::new();
