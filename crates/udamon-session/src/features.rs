@@ -662,7 +662,10 @@ pub fn probe(root: &Path) -> Features {
                     m.version_str()
                 ),
             ),
-            None => (false, "unknown: no kernel version (needs Linux 6.7+)".into()),
+            None => (
+                false,
+                "unknown: no kernel version (needs Linux 6.7+)".into(),
+            ),
         },
     );
 
