@@ -355,7 +355,7 @@ EOS
         grep -q "^ops = \"$EVAL_OPS\"" "$OUT/suite.toml" || error "eval-real.toml: cannot set ops = $EVAL_OPS"
     fi
     # EVAL_RESUME=DIR: the eval/ directory an earlier boot sent back (a
-    # host path, e.g. /work/main/target/vm-out/RUN/eval-full.try1/eval,
+    # host path, e.g. REPO/target/vm-out/RUN/eval-full.try1/eval,
     # read through the host root): its runs are taken as done and the
     # tuned schemes reused, so a boot lost to a guest crash is not redone.
     if [ -n "${EVAL_RESUME:-}" ] && [ ! -s "$H/tmp/eval/results.jsonl" ]; then
