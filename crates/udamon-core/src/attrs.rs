@@ -51,7 +51,8 @@ impl std::str::FromStr for Mode {
             "kernel" => Ok(Mode::Kernel),
             "enhanced" => Ok(Mode::Enhanced),
             _ => Err(format!(
-                "unknown mode '{s}': give kernel (DAMON's adaptive regions, the default) or                  enhanced (fitted to resident memory, following moving windows)"
+                "unknown mode '{s}': give kernel (DAMON's adaptive regions, the default) or \
+                 enhanced (fitted to resident memory, following moving windows)"
             )),
         }
     }

@@ -329,7 +329,8 @@ pub fn choose(
     let enhanced = mode == Mode::Enhanced;
     if enhanced && asked == OpsChoice::Kdamond {
         return Err(SessionError::Usage(
-            "--mode enhanced runs udamon's own engine, and kernel DAMON (--ops kdamond) adapts              its regions itself: give --ops idle or --ops softdirty (or auto), or --mode kernel"
+            "--mode enhanced runs udamon's own engine, and kernel DAMON (--ops kdamond) adapts \
+             its regions itself: give --ops idle or --ops softdirty (or auto), or --mode kernel"
                 .into(),
         ));
     }
@@ -896,10 +897,13 @@ impl Session {
                 if spec.attrs.mode == Mode::Enhanced {
                     match e.ops().inner() {
                         LiveOps::Proc(o) if o.residency_unavailable() => spec.warn.warn(
-                            "--mode enhanced: this kernel has no PAGEMAP_SCAN (Linux 6.7+), so                              regions cover whole mappings, as kernel DAMON's do; windows that                              move are still followed",
+                            "--mode enhanced: this kernel has no PAGEMAP_SCAN (Linux 6.7+), so \
+                             regions cover whole mappings, as kernel DAMON's do; windows that \
+                             move are still followed",
                         ),
                         LiveOps::Phys(_) => spec.warn.warn(
-                            "--mode enhanced on physical memory follows windows that move;                              it does not leave free memory out (processes only)",
+                            "--mode enhanced on physical memory follows windows that move; \
+                             it does not leave free memory out (processes only)",
                         ),
                         _ => {}
                     }
