@@ -1102,12 +1102,7 @@ impl Machine {
     pub fn resident_on(&self, ranges: &[AddrRange], node: u32) -> (f64, f64) {
         let (mut all, mut on) = (0.0, 0.0);
         for r in ranges {
-            let first = self
-                .cells
-                .range(..r.start)
-                .next_back()
-                .map_or(r.start, |(k, _)| *k);
-            for (&s, c) in self.cells.range(first..r.end) {
+            for (s, c) in self.cells_over(*r) {
                 let o = c.end.min(r.end).saturating_sub(s.max(r.start));
                 let x = c.resident() * o as f64 / (c.end - s) as f64;
                 all += x;
@@ -1119,6 +1114,17 @@ impl Machine {
         (all, on)
     }
 
+    /// The cells that may overlap `r` (the one holding `r.start`, then
+    /// every cell starting inside `r`), each with its start.
+    fn cells_over(&self, r: AddrRange) -> impl Iterator<Item = (u64, &Cell)> {
+        let first = self
+            .cells
+            .range(..r.start)
+            .next_back()
+            .map_or(r.start, |(k, _)| *k);
+        self.cells.range(first..r.end).map(|(&s, c)| (s, c))
+    }
+
     /// The parts of `ranges` (sorted, disjoint) whose pages were populated:
     /// resident or paged out, as pagemap's present and swapped bits tell
     /// (cells with at least half a page of either, expected), merged
@@ -1126,12 +1132,7 @@ impl Machine {
     pub fn populated_ranges(&self, ranges: &[AddrRange]) -> Vec<AddrRange> {
         let mut out: Vec<AddrRange> = Vec::new();
         for r in ranges {
-            let first = self
-                .cells
-                .range(..r.start)
-                .next_back()
-                .map_or(r.start, |(k, _)| *k);
-            for (&s, c) in self.cells.range(first..r.end) {
+            for (s, c) in self.cells_over(*r) {
                 let (a, b) = (s.max(r.start), c.end.min(r.end));
                 if a >= b || c.resident() + c.swapped < 0.5 {
                     continue;
