@@ -102,7 +102,8 @@ struct Run {
 #[derive(Clone, Debug, Default)]
 pub struct Movement {
     runs: Vec<Vec<Run>>,
-    /// Predictions made (pairs of splits), for tests and reports.
+    /// Windows (per target) in which a prediction cut regions, for tests
+    /// and reports.
     pub predictions: u64,
 }
 
@@ -145,9 +146,8 @@ impl Movement {
                     continue;
                 }
                 run.moved = Some(d);
-                // Steady: it moved by about the same distance the last
-                // STEADY_MOVES times too (region edges jitter, so one
-                // agreeing move is often chance).
+                // Steady: it moved by about the same distance (within
+                // half) the STEADY_MOVES times before too.
                 let agrees = p.moved.filter(|pd| (pd - d).abs() * 2 <= d.abs());
                 run.steady = agrees.map_or(0, |_| p.steady + 1);
                 if let Some(pd) = agrees {
