@@ -1,7 +1,7 @@
 //! The real binary, run in a temporary directory.
 
 mod common;
-use common::{finish, spawn, text, udamon, udamon_within, Bounds, DEFAULT};
+use common::{finish, json, repo, spawn, text, udamon, udamon_within, Bounds, DEFAULT};
 
 const SMALL: &str = r#"
 name = "small"
@@ -299,16 +299,12 @@ fn every_seed_scheme_line_runs() {
     }
 }
 
-fn repo_file(p: &str) -> String {
-    format!("{}/../../{p}", env!("CARGO_MANIFEST_DIR"))
-}
-
 #[test]
 fn prcl_halves_the_average_rss_of_a_mostly_cold_workload() {
     let dir = tempfile::tempdir().unwrap();
     let (schemes, spec) = (
-        repo_file("examples/schemes/prcl.txt"),
-        repo_file("examples/specs/demo.toml"),
+        repo("examples/schemes/prcl.txt"),
+        repo("examples/specs/demo.toml"),
     );
     let out = udamon(
         dir.path(),
@@ -348,8 +344,8 @@ fn prcl_halves_the_average_rss_of_a_mostly_cold_workload() {
 fn dry_run_applies_nothing_but_counts() {
     let dir = tempfile::tempdir().unwrap();
     let (schemes, spec) = (
-        repo_file("examples/schemes/prcl.txt"),
-        repo_file("examples/specs/demo.toml"),
+        repo("examples/schemes/prcl.txt"),
+        repo("examples/specs/demo.toml"),
     );
     let out = udamon(
         dir.path(),
@@ -420,7 +416,7 @@ fn schemes_check_prints_the_normalised_form() {
     let dir = tempfile::tempdir().unwrap();
     let out = udamon(
         dir.path(),
-        &["schemes", "check", &repo_file("examples/schemes/ethp.txt")],
+        &["schemes", "check", &repo("examples/schemes/ethp.txt")],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
@@ -443,7 +439,7 @@ fn schemes_check_prints_the_normalised_form() {
 #[test]
 fn every_monitor_kind_stops_at_its_duration() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = repo_file("examples/specs/swap.toml");
+    let spec = repo("examples/specs/swap.toml");
     let bounds = Bounds {
         secs: 120,
         mem_bytes: 2 << 30,
@@ -478,7 +474,7 @@ fn outputs_never_replace_inputs_and_keep_the_previous_file() {
     std::fs::write(d.join("x.toml"), SMALL).unwrap();
     std::fs::write(d.join("p.txt"), "4K max 0 0 5s max pageout\n").unwrap();
     std::fs::copy(
-        repo_file("crates/udamon/tests/data/damo-3.4.3.json"),
+        repo("crates/udamon/tests/data/damo-3.4.3.json"),
         d.join("d.json"),
     )
     .unwrap();
@@ -575,7 +571,7 @@ fn tune_checks_its_outputs_before_running() {
 #[test]
 fn a_signal_ends_a_simulated_record_with_its_summary() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = repo_file("examples/specs/demo.toml");
+    let spec = repo("examples/specs/demo.toml");
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         let child = spawn(
             dir.path(),
@@ -802,11 +798,6 @@ fn small_record(dir: &std::path::Path) {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
-fn json(out: &std::process::Output) -> serde_json::Value {
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn report_options_of_docs_reports_md() {
     let dir = tempfile::tempdir().unwrap();
@@ -1011,7 +1002,7 @@ fn man_has_a_page_for_every_subcommand() {
 fn an_imported_record_has_an_import_summary() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let damo = repo_file("crates/udamon/tests/data/damo-3.4.3.json");
+    let damo = repo("crates/udamon/tests/data/damo-3.4.3.json");
     let out = udamon(d, &["import", &damo, "-o", "d.udr"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = udamon(d, &["report", "summary", "d.udr"]);

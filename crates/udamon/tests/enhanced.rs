@@ -5,16 +5,7 @@
 use std::path::Path;
 
 mod common;
-use common::{text, udamon, udamon_within, Bounds, DEFAULT};
-
-fn repo(p: &str) -> String {
-    format!("{}/../../{p}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stdout)))
-}
+use common::{json, repo, text, udamon, udamon_within, Bounds, DEFAULT};
 
 /// The first `sh` block of docs/enhanced.md, run in order, as written, in
 /// a directory holding `examples/specs` (the live line's `1234` becomes a

@@ -8,11 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{spawn, text, udamon, DEFAULT};
-
-fn repo(p: &str) -> String {
-    format!("{}/../../{p}", env!("CARGO_MANIFEST_DIR"))
-}
+use common::{repo, spawn, text, udamon, DEFAULT};
 
 fn results(dir: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(dir.join("results.jsonl"))

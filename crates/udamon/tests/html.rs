@@ -13,11 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::{run_bounded, text, udamon, Bounds};
-
-fn repo(p: &str) -> String {
-    format!("{}/../../{p}", env!("CARGO_MANIFEST_DIR"))
-}
+use common::{repo, run_bounded, text, udamon, Bounds};
 
 /// Runs udamon and checks it succeeded; its stdout.
 fn ok(d: &Path, args: &[&str]) -> String {

@@ -13,11 +13,7 @@ use std::path::Path;
 use std::process::Command;
 
 mod common;
-use common::{run_bounded, text, udamon_within, Bounds, DEFAULT};
-
-fn repo(p: &str) -> String {
-    format!("{}/../../{p}", env!("CARGO_MANIFEST_DIR"))
-}
+use common::{repo, run_bounded, text, udamon_within, Bounds, DEFAULT};
 
 /// The lines of the first `sh` block after `heading`.
 fn block_after(doc: &str, heading: &str) -> Vec<String> {

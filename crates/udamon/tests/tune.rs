@@ -1,15 +1,8 @@
 //! `udamon tune` and `udamon replay`: the real binary, in a temporary
 //! directory.
 
-use std::process::Output;
-
 mod common;
-use common::{text, udamon};
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("json")
-}
+use common::{json, text, udamon};
 
 /// Hot, cold and a table used about every 5 seconds: 10 s.
 const SPEC: &str = r#"

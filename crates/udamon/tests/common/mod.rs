@@ -165,3 +165,16 @@ pub fn fake_process(root: &Path, pid: u32, maps: &str, cmdline: &str) {
         std::fs::rename(root.join(&d), root.join(&whole)).unwrap();
     }
 }
+
+/// `p` in the repository (a path relative to its root).
+pub fn repo(p: &str) -> String {
+    format!("{}/../../{p}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The JSON a successful run printed (fails the test, with its stderr,
+/// when the run failed).
+pub fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stdout)))
+}
