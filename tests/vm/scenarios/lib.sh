@@ -294,19 +294,12 @@ keep_eval() {
     fi
 }
 
-# checkpoint: send this scenario's directory as it is now to the host, in
-# init's result protocol on the results port (fd 3, inherited from init);
-# a later block of the same name, and init's final one, overwrite it
+# checkpoint: send this scenario's directory as it is now to the host
+# (results.sh; init's final block overwrites it)
+. /scenarios/results.sh
 checkpoint() {
     [ -e /proc/self/fd/3 ] || return 0
-    tar -C /out -czf /tmp/checkpoint.tgz "$NAME" 2>/dev/null || return 0
-    csz=$(wc -c < /tmp/checkpoint.tgz)
-    {
-        echo "@@udamon-out-begin $NAME"
-        base64 /tmp/checkpoint.tgz
-        echo "@@udamon-out-end $NAME $csz"
-    } >&3
-    rm -f /tmp/checkpoint.tgz
+    send_out "$NAME"
 }
 
 # run_eval ARGS...: `udamon eval` of eval-real.toml (real programs from the
