@@ -14,10 +14,10 @@
 //! - **Moving windows.** Regions split at random points and merge once per
 //!   aggregation, so a window that moves at a steady rate (a scan, a sweep)
 //!   is always seen a step behind. [`Movement`] matches each window's runs
-//!   of hot regions with the previous window's; a run that moved by about
-//!   the same distance twice in a row is predicted to move once more, and
-//!   the regions are split at its predicted edges, so that the next window
-//!   counts the run on regions that fit it.
+//!   of hot regions with the previous window's; a run that moved steadily
+//!   one way in the last three windows is predicted to move by their mean
+//!   once more, and the regions are split at its predicted edges, so that
+//!   the next window counts the run on regions that fit it.
 //!
 //! [`Operations::resident_ranges`]: crate::Operations::resident_ranges
 
@@ -85,15 +85,35 @@ pub fn fit_resident(
     out
 }
 
-/// A run of adjacent hot regions in one aggregation window, and how far it
-/// moved since the previous window (when it was matched).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A run of adjacent hot regions in one aggregation window, and how far its
+/// middle moved in the last windows it was matched in (newest last, at
+/// most [`MOVES_KEPT`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Run {
     start: Addr,
     end: Addr,
-    moved: Option<i128>,
-    /// Moves in a row, before this one, that this one agrees with.
-    steady: u32,
+    moves: Vec<i128>,
+}
+
+impl Run {
+    /// The move predicted for the next window: the mean of the moves kept,
+    /// when there are at least [`MIN_MOVES`] of them, all one way, and the
+    /// mean is at least an eighth of the run's width (less is the edges'
+    /// jitter). A mean, because a run's edges are only as sharp as its
+    /// regions: where the regions are coarse, single moves jump by a
+    /// region's width and back.
+    fn predicted(&self) -> Option<i128> {
+        if self.moves.len() < MIN_MOVES {
+            return None;
+        }
+        let w = i128::from(self.end - self.start);
+        let one_way = self.moves.iter().all(|&d| d > 0) || self.moves.iter().all(|&d| d < 0);
+        let (lo, hi) = self.moves.iter().fold((i128::MAX, 0), |(lo, hi), &d| {
+            (lo.min(d.abs()), hi.max(d.abs()))
+        });
+        let steady = one_way && lo * 8 >= w && hi <= 4 * lo;
+        steady.then(|| self.moves.iter().sum::<i128>() / self.moves.len() as i128)
+    }
 }
 
 /// Follows runs of hot regions from window to window (see the module
@@ -109,8 +129,10 @@ pub struct Movement {
 
 /// Pieces each predicted ramp is cut into.
 const RAMP_PIECES: i128 = 4;
-/// Agreeing moves in a row before a run is predicted to move again.
-const STEADY_MOVES: u32 = 1;
+/// Moves a run's prediction averages over.
+const MOVES_KEPT: usize = 3;
+/// Moves seen before a run is predicted to move again.
+const MIN_MOVES: usize = 3;
 
 impl Movement {
     pub const MAX_RUNS: usize = 8;
@@ -132,43 +154,36 @@ impl Movement {
         for (t, prev) in targets.iter_mut().zip(self.runs.iter_mut()) {
             let mut runs = hot_runs(&t.regions, max_nr);
             let mut cuts: Vec<Addr> = Vec::new();
-            for run in &mut runs {
-                let Some(p) = best_match(prev, run) else {
-                    continue;
-                };
-                // How far its middle moved.
-                let d = (i128::from(run.start) + i128::from(run.end)
-                    - i128::from(p.start)
-                    - i128::from(p.end))
-                    / 2;
-                // A move under an eighth of the run's width is edge jitter.
-                if d.abs() * 8 < i128::from(run.end - run.start) {
-                    continue;
-                }
-                run.moved = Some(d);
-                // Steady: it moved by about the same distance (within
-                // half) the STEADY_MOVES times before too.
-                let agrees = p.moved.filter(|pd| (pd - d).abs() * 2 <= d.abs());
-                run.steady = agrees.map_or(0, |_| p.steady + 1);
-                if let Some(pd) = agrees {
-                    // the moves' running mean: edges are only as sharp as
-                    // regions
-                    run.moved = Some((d + pd) / 2);
-                }
-                if let Some(v) = run.moved.filter(|_| run.steady >= STEADY_MOVES) {
-                    // The next window sees the run over [start + v, end + v),
-                    // with a ramp |v| wide at either end (pages the window
-                    // enters or leaves while it is counted), each cut in
-                    // quarters so that its pages' frequencies are told apart.
-                    let (a, b) = (i128::from(run.start) + v, i128::from(run.end) + v);
-                    for k in 0..=RAMP_PIECES {
-                        let step = v.abs() * k / RAMP_PIECES;
-                        for edge in [a + step, b - step] {
-                            if edge > 0 && edge < i128::from(u64::MAX) {
-                                cuts.push(align_down(edge as u64, min_sz));
-                            }
+            let matches: Vec<Option<usize>> = runs.iter().map(|r| best_match(prev, r)).collect();
+            for (run, m) in runs.iter_mut().zip(&matches) {
+                match m {
+                    Some(i) => {
+                        let p = &prev[*i];
+                        // How far its middle moved.
+                        let d = (i128::from(run.start) + i128::from(run.end)
+                            - i128::from(p.start)
+                            - i128::from(p.end))
+                            / 2;
+                        let skip = p.moves.len().saturating_sub(MOVES_KEPT - 1);
+                        run.moves = p.moves[skip..].to_vec();
+                        run.moves.push(d);
+                    }
+                    None => {
+                        // A run that appears where none was, as a moving run
+                        // of its width vanishes (a scan starting over), goes
+                        // on at the vanished one's pace.
+                        let gone = prev.iter().enumerate().find(|&(i, p)| {
+                            !matches.contains(&Some(i))
+                                && p.predicted().is_some()
+                                && similar_width(p, run)
+                        });
+                        if let Some((_, p)) = gone {
+                            run.moves = p.moves.clone();
                         }
                     }
+                }
+                if let Some(v) = run.predicted() {
+                    ramp_cuts(run, v, min_sz, &mut cuts);
                 }
             }
             *prev = runs;
@@ -187,6 +202,27 @@ impl Movement {
     }
 }
 
+/// Where to cut for a run predicted to move by `v`: the next window sees it
+/// over [start + v, end + v), with a ramp |v| wide at either end (pages the
+/// window enters or leaves while it is counted), each cut in
+/// [`RAMP_PIECES`] so that its pages' frequencies are told apart.
+fn ramp_cuts(run: &Run, v: i128, min_sz: u64, cuts: &mut Vec<Addr>) {
+    let (a, b) = (i128::from(run.start) + v, i128::from(run.end) + v);
+    for k in 0..=RAMP_PIECES {
+        let step = v.abs() * k / RAMP_PIECES;
+        for edge in [a + step, b - step] {
+            if edge > 0 && edge < i128::from(u64::MAX) {
+                cuts.push(align_down(edge as u64, min_sz));
+            }
+        }
+    }
+}
+
+fn similar_width(a: &Run, b: &Run) -> bool {
+    let (wa, wb) = (a.end - a.start, b.end - b.start);
+    wa <= 2 * wb && wb <= 2 * wa
+}
+
 /// Runs of adjacent regions whose window count is at least a quarter of
 /// the window's maximum (and not zero), the widest [`Movement::MAX_RUNS`].
 fn hot_runs(regions: &[Region], max_nr: u32) -> Vec<Run> {
@@ -201,8 +237,7 @@ fn hot_runs(regions: &[Region], max_nr: u32) -> Vec<Run> {
             _ => runs.push(Run {
                 start: r.ar.start,
                 end: r.ar.end,
-                moved: None,
-                steady: 0,
+                moves: Vec::new(),
             }),
         }
     }
@@ -216,18 +251,16 @@ fn hot_runs(regions: &[Region], max_nr: u32) -> Vec<Run> {
 
 /// The previous run `run` most likely is: of a width within a factor of
 /// two, its middle nearest to `run`'s and at most one width away.
-fn best_match<'a>(prev: &'a [Run], run: &Run) -> Option<&'a Run> {
+fn best_match(prev: &[Run], run: &Run) -> Option<usize> {
     let w = run.end - run.start;
     let mid = |r: &Run| r.start / 2 + r.end / 2;
     prev.iter()
-        .filter(|p| {
-            let pw = p.end - p.start;
-            pw <= 2 * w && w <= 2 * pw
-        })
-        .map(|p| (mid(p).abs_diff(mid(run)), p))
+        .enumerate()
+        .filter(|(_, p)| similar_width(p, run))
+        .map(|(i, p)| (mid(p).abs_diff(mid(run)), i))
         .filter(|&(dist, _)| dist <= w)
         .min_by_key(|&(dist, _)| dist)
-        .map(|(_, p)| p)
+        .map(|(_, i)| i)
 }
 
 /// Splits `regions` (sorted, disjoint) at each of `cuts` (sorted) that
@@ -339,8 +372,9 @@ mod tests {
         assert_eq!(rs.len(), 3);
     }
 
-    /// A hot run of 10 pages moving 5 pages a window: after two moves the
-    /// regions are cut ahead of the third.
+    /// A hot run of 10 pages moving 5 pages a window: after three moves the
+    /// regions are cut ahead of the fourth; when it starts over at the
+    /// bottom, it is followed there at once.
     #[test]
     fn steady_movement_is_predicted() {
         let mut m = Movement::default();
@@ -353,22 +387,46 @@ mod tests {
         }];
         m.observe(&mut t, 20, 1000, P);
         assert_eq!(t[0].regions.len(), 3, "first sighting: nothing to match");
-        t[0].regions = window(105);
-        m.observe(&mut t, 20, 1000, P);
-        assert_eq!(t[0].regions.len(), 3, "one move is not yet steady");
-        t[0].regions = window(110);
+        for at in [105, 110] {
+            t[0].regions = window(at);
+            m.observe(&mut t, 20, 1000, P);
+            assert_eq!(t[0].regions.len(), 3, "not yet steady at {at}");
+        }
+        t[0].regions = window(115);
         m.observe(&mut t, 20, 1000, P);
         let starts: Vec<u64> = t[0].regions.iter().map(|r| r.ar.start / P).collect();
-        // the run's next place, 115-125, and its two 5-page ramps in quarters
+        // the run's next place, 120-130, and its two 5-page ramps in quarters
         assert_eq!(
             starts,
-            vec![0, 110, 115, 116, 117, 118, 120, 121, 122, 123, 125]
+            vec![0, 115, 120, 121, 122, 123, 125, 126, 127, 128, 130]
         );
         assert_eq!(m.predictions, 1);
-        // a jump back (a sweep wrapping round) is no steady move
+        // a jump back (a sweep wrapping round): the run goes on from there
         t[0].regions = window(10);
         m.observe(&mut t, 20, 1000, P);
-        assert_eq!(t[0].regions.len(), 3);
+        let starts: Vec<u64> = t[0].regions.iter().map(|r| r.ar.start / P).collect();
+        assert_eq!(
+            starts,
+            vec![0, 10, 15, 16, 17, 18, 20, 21, 22, 23, 25]
+        );
+    }
+
+    /// Runs that jitter (moves both ways, or of very different lengths)
+    /// are not predicted.
+    #[test]
+    fn jitter_is_not_predicted() {
+        for places in [[100, 106, 101, 107, 102], [100, 102, 112, 113, 123]] {
+            let mut m = Movement::default();
+            for at in places {
+                let mut t = [Target {
+                    pid: 0,
+                    regions: vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)],
+                }];
+                m.observe(&mut t, 20, 1000, P);
+                assert_eq!(t[0].regions.len(), 3, "{places:?} at {at}");
+            }
+            assert_eq!(m.predictions, 0);
+        }
     }
 
     #[test]
