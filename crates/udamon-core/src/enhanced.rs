@@ -405,10 +405,7 @@ mod tests {
         t[0].regions = window(10);
         m.observe(&mut t, 20, 1000, P);
         let starts: Vec<u64> = t[0].regions.iter().map(|r| r.ar.start / P).collect();
-        assert_eq!(
-            starts,
-            vec![0, 10, 15, 16, 17, 18, 20, 21, 22, 23, 25]
-        );
+        assert_eq!(starts, vec![0, 10, 15, 16, 17, 18, 20, 21, 22, 23, 25]);
     }
 
     /// Runs that jitter (moves both ways, or of very different lengths)

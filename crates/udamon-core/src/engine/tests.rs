@@ -569,23 +569,24 @@ proptest! {
 
 /// A window sweeping at a steady speed is predicted: the enhanced mode
 /// cuts regions ahead of it, and its hot estimate overlaps the window more
-/// than the adaptive mode's does.
+/// than the adaptive mode's does, on average over several seeds (a
+/// single seed's margin varies).
 #[test]
 fn enhanced_mode_follows_a_sweep() {
     let attrs = Attrs::default();
-    let overlap = |mode: Adaptation| -> f64 {
+    let overlap = |mode: Adaptation, seed: u64| -> f64 {
         let ops = Sweeping {
             mappings: three_mappings(),
             resident: None,
             width: 16 * MIB,
             speed: 64 * MIB,
-            rng: Pcg64Mcg::seed_from_u64(9),
+            rng: Pcg64Mcg::seed_from_u64(seed ^ 0x5eed),
         };
         let mut e = Engine::with_adaptation(
             attrs,
             ops,
             vec![Target::new(0)],
-            Pcg64Mcg::seed_from_u64(3),
+            Pcg64Mcg::seed_from_u64(seed),
             mode,
         )
         .unwrap();
@@ -610,8 +611,11 @@ fn enhanced_mode_follows_a_sweep() {
         }
         inside as f64 / hot.max(1) as f64
     };
-    let (kernel, enhanced) = (overlap(Adaptation::Adaptive), overlap(Adaptation::Enhanced));
-    // measured: 0.980 against 0.932 (seeded, so reproducible)
+    let seeds = 1..=8u64;
+    let mean =
+        |mode| seeds.clone().map(|s| overlap(mode, s)).sum::<f64>() / seeds.clone().count() as f64;
+    let (kernel, enhanced) = (mean(Adaptation::Adaptive), mean(Adaptation::Enhanced));
+    // measured: 0.971 against 0.914 (seeded, so reproducible)
     assert!(
         enhanced >= kernel + 0.02,
         "enhanced {enhanced:.3} vs kernel {kernel:.3}"
@@ -635,4 +639,111 @@ fn the_attrs_mode_picks_the_adaptation() {
         e.next_snapshot().unwrap();
     }
     assert_eq!(e.targets()[0].sz_regions(), (64 + 256 + 8) * MIB);
+}
+
+/// [`Hazard`] that says it overlaps samples (see
+/// [`Operations::overlaps_samples`]), logging every address it is asked
+/// to prepare and to check. With `prepares` it prepares the next sample
+/// in [`Operations::check_then_prepare`] itself; without it leaves that to
+/// the engine (the trait's default).
+struct Overlapping {
+    inner: Hazard,
+    overlaps: bool,
+    prepares: bool,
+    log: Vec<(&'static str, Vec<u64>)>,
+    fused: usize,
+}
+
+fn addrs(targets: &[Target]) -> Vec<u64> {
+    targets
+        .iter()
+        .flat_map(|t| t.regions.iter().map(|r| r.sampling_addr))
+        .collect()
+}
+
+impl Operations for Overlapping {
+    fn target_ranges(&mut self, i: usize, t: &Target) -> Option<Vec<AddrRange>> {
+        self.inner.target_ranges(i, t)
+    }
+    fn prepare_access_checks(&mut self, t: &[Target], _: SampleWindow) {
+        self.log.push(("prepare", addrs(t)));
+    }
+    fn check_accesses(&mut self, t: &[Target], w: SampleWindow, acc: &mut Vec<bool>) {
+        self.log.push(("check", addrs(t)));
+        self.inner.check_accesses(t, w, acc);
+    }
+    fn overlaps_samples(&self) -> bool {
+        self.overlaps
+    }
+    fn check_then_prepare(
+        &mut self,
+        t: &[Target],
+        w: SampleWindow,
+        next: &[u64],
+        _: SampleWindow,
+        acc: &mut Vec<bool>,
+    ) -> bool {
+        self.fused += 1;
+        self.check_accesses(t, w, acc);
+        if self.prepares {
+            self.log.push(("prepare", next.to_vec()));
+        }
+        self.prepares
+    }
+    fn apply_scheme(&mut self, i: usize, r: AddrRange, s: &Damos, now: u64) -> ApplyOutcome {
+        self.log.push(("apply", vec![r.start, r.end]));
+        self.inner.apply_scheme(i, r, s, now)
+    }
+}
+
+/// Drawing the next sample's addresses during this one's check changes
+/// nothing: the same addresses are prepared and checked in the same
+/// order, around the same scheme actions, and the snapshots are the same,
+/// whether the operations set overlaps samples or not, and whether it
+/// prepares them itself or leaves it to the engine. A scheme applied
+/// every third sample (between aggregations) and ops updates are in the
+/// run, where the engine must not draw ahead.
+#[test]
+fn overlapping_samples_change_no_result() {
+    let run = |overlaps: bool, prepares: bool| {
+        let hot = vec![(AddrRange::new(MIB, 9 * MIB), 0.8)];
+        let ops = Overlapping {
+            inner: Hazard::new(hot, 11),
+            overlaps,
+            prepares,
+            log: Vec::new(),
+            fused: 0,
+        };
+        let attrs = Attrs {
+            update_us: 300_000,
+            ..Attrs::default()
+        };
+        let mut e =
+            Engine::new(attrs, ops, vec![Target::new(0)], Pcg64Mcg::seed_from_u64(5)).unwrap();
+        let mut d = idle_pageout();
+        d.apply_interval_us = 15_000;
+        d.quota = Quota {
+            sz: 8 * MIB,
+            reset_interval_ms: 20,
+            ..Quota::default()
+        };
+        e.set_schemes(vec![d]);
+        let snaps: Vec<Snapshot> = (0..12)
+            .map(|_| e.next_snapshot().unwrap().unwrap())
+            .collect();
+        let ops = e.ops();
+        (snaps, ops.log.clone(), ops.fused)
+    };
+    let (plain, plain_log, none) = run(false, false);
+    assert_eq!(none, 0);
+    assert!(plain_log.iter().any(|(k, _)| *k == "apply"));
+    for prepares in [false, true] {
+        let (snaps, log, fused) = run(true, prepares);
+        // Most samples overlap: not those before an aggregation, an update
+        // or an apply pass (every third sample).
+        let checks = log.iter().filter(|(k, _)| *k == "check").count();
+        assert!(fused > checks / 2 && fused < checks, "{fused} of {checks}");
+        assert_eq!(log, plain_log, "prepares: {prepares}");
+        assert_eq!(snaps, plain, "prepares: {prepares}");
+    }
 }
