@@ -155,6 +155,7 @@ impl Movement {
             let mut runs = hot_runs(&t.regions, max_nr);
             let mut cuts: Vec<Addr> = Vec::new();
             let matches: Vec<Option<usize>> = runs.iter().map(|r| best_match(prev, r)).collect();
+            let widths: Vec<u64> = runs.iter().map(|r| r.end - r.start).collect();
             for (run, m) in runs.iter_mut().zip(&matches) {
                 match m {
                     Some(i) => {
@@ -169,15 +170,23 @@ impl Movement {
                         run.moves.push(d);
                     }
                     None => {
-                        // A run that appears where none was, as a moving run
-                        // of its width vanishes (a scan starting over), goes
-                        // on at the vanished one's pace.
-                        let gone = prev.iter().enumerate().find(|&(i, p)| {
-                            !matches.contains(&Some(i))
-                                && p.predicted().is_some()
-                                && similar_width(p, run)
+                        // A run that appears where none was, as a run at
+                        // least half its width that moved steadily vanishes
+                        // or shrinks by a quarter (a scan starting over
+                        // while its end leaves the range), goes on at that
+                        // one's pace.
+                        let w = run.end - run.start;
+                        let leaving = |i: usize, p: &Run| {
+                            let pw = p.end - p.start;
+                            match matches.iter().position(|m| *m == Some(i)) {
+                                None => true,
+                                Some(j) => widths[j] * 4 <= pw * 3,
+                            }
+                        };
+                        let donor = prev.iter().enumerate().find(|&(i, p)| {
+                            p.predicted().is_some() && w <= 2 * (p.end - p.start) && leaving(i, p)
                         });
-                        if let Some((_, p)) = gone {
+                        if let Some((_, p)) = donor {
                             run.moves = p.moves.clone();
                         }
                     }
@@ -406,6 +415,37 @@ mod tests {
         m.observe(&mut t, 20, 1000, P);
         let starts: Vec<u64> = t[0].regions.iter().map(|r| r.ar.start / P).collect();
         assert_eq!(starts, vec![0, 10, 15, 16, 17, 18, 20, 21, 22, 23, 25]);
+    }
+
+    /// A scan that starts over while its end still leaves the range: the
+    /// new run at the bottom takes the shrinking run's pace; a run that
+    /// appears while the moving one keeps its width does not.
+    #[test]
+    fn a_run_starting_over_takes_the_leaving_runs_pace() {
+        for (shrinks, predicted) in [(true, true), (false, false)] {
+            let mut m = Movement::default();
+            for at in [100, 105, 110, 115] {
+                let mut t = [Target {
+                    pid: 0,
+                    regions: vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)],
+                }];
+                m.observe(&mut t, 20, 1000, P);
+            }
+            let top = if shrinks { (120, 126) } else { (120, 130) };
+            let mut t = [Target {
+                pid: 0,
+                regions: vec![
+                    reg(0, 10, 0),
+                    reg(10, 14, 20),
+                    reg(14, top.0, 0),
+                    reg(top.0, top.1, 20),
+                    reg(top.1, 1000, 0),
+                ],
+            }];
+            m.observe(&mut t, 20, 1000, P);
+            let cut_low = t[0].regions.iter().any(|r| r.ar.start == 19 * P);
+            assert_eq!(cut_low, predicted, "shrinks: {shrinks}");
+        }
     }
 
     /// Runs that jitter (moves both ways, or of very different lengths)

@@ -615,7 +615,7 @@ fn enhanced_mode_follows_a_sweep() {
     let mean =
         |mode| seeds.clone().map(|s| overlap(mode, s)).sum::<f64>() / seeds.clone().count() as f64;
     let (kernel, enhanced) = (mean(Adaptation::Adaptive), mean(Adaptation::Enhanced));
-    // measured: 0.971 against 0.914 (seeded, so reproducible)
+    // measured: 0.967 against 0.914 (seeded, so reproducible)
     assert!(
         enhanced >= kernel + 0.02,
         "enhanced {enhanced:.3} vs kernel {kernel:.3}"
