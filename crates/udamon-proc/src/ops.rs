@@ -1030,9 +1030,7 @@ impl<O> Paced<O> {
     pub fn inner_mut(&mut self) -> &mut O {
         &mut self.inner
     }
-}
 
-impl<O> Paced<O> {
     /// Sleeps until `window`, which started when the last preparation
     /// returned, has really passed.
     fn wait_out(&mut self, window: SampleWindow) {
