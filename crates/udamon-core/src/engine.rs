@@ -76,21 +76,6 @@ pub struct Engine<O, R> {
     deadline_us: Option<u64>,
     /// The enhanced mode's moving-window follower.
     movement: enhanced::Movement,
-    /// How far the next sample was made ready during this one's check.
-    ahead: Ahead,
-    /// The next sample's addresses, drawn ahead (kept to reuse).
-    next_addrs: Vec<u64>,
-}
-
-/// How much of the next sample was done ahead, during the check of the
-/// last one (see [`Operations::overlaps_samples`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ahead {
-    Nothing,
-    /// Its addresses are drawn and in the regions.
-    Drawn,
-    /// Drawn, and the operations set prepared it.
-    Prepared,
 }
 
 impl<O: Operations, R: Rng> Engine<O, R> {
@@ -145,8 +130,6 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             schemes: Vec::new(),
             deadline_us: None,
             movement: enhanced::Movement::default(),
-            ahead: Ahead::Nothing,
-            next_addrs: Vec::new(),
         };
         engine.sz_limit = engine.region_size_limit();
         Ok(engine)
@@ -179,7 +162,6 @@ impl<O: Operations, R: Rng> Engine<O, R> {
         {
             self.targets[idx].regions = vaddr::even_regions(&ranges, nr_init, self.min_sz);
             self.sz_limit = self.region_size_limit();
-            self.ahead = Ahead::Nothing;
         }
     }
 
@@ -240,10 +222,6 @@ impl<O: Operations, R: Rng> Engine<O, R> {
         // watermarks, nothing is sampled (and nothing ages) until the wait ends.
         let wait = schemes::update_watermarks(&mut self.schemes, &mut self.ops, self.now_us);
         if wait > 0 {
-            // A sample prepared before the wait would span it.
-            if self.ahead == Ahead::Prepared {
-                self.ahead = Ahead::Drawn;
-            }
             self.now_us += wait.min(
                 self.deadline_us
                     .map_or(u64::MAX, |d| d.saturating_sub(self.now_us))
@@ -252,31 +230,21 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             return None;
         }
 
-        // Prepare: one random address per region (unless the last check
-        // did).
-        if self.ahead == Ahead::Nothing {
-            for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
-                r.sampling_addr = self.rng.random_range(r.ar.start..r.ar.end);
-            }
+        // Prepare: one random address per region.
+        for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            r.sampling_addr = self.rng.random_range(r.ar.start..r.ar.end);
         }
         let window = SampleWindow {
             start_us: self.now_us,
             end_us: self.now_us + self.attrs.sample_us,
         };
-        if self.ahead != Ahead::Prepared {
-            self.ops.prepare_access_checks(&self.targets, window);
-        }
-        self.ahead = Ahead::Nothing;
+        self.ops.prepare_access_checks(&self.targets, window);
         self.now_us = window.end_us;
         self.passed += 1;
 
         // Check and count.
-        if self.ops.overlaps_samples() && self.regions_stay(na, nu) {
-            self.check_then_prepare(window);
-        } else {
-            self.ops
-                .check_accesses(&self.targets, window, &mut self.accessed);
-        }
+        self.ops
+            .check_accesses(&self.targets, window, &mut self.accessed);
         let len = self.attrs.max_nr_accesses().max(1);
         let mut max_nr = 0;
         let mut acc = self.accessed.iter();
@@ -355,46 +323,6 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             self.update_ranges();
         }
         snapshot
-    }
-
-    /// Whether nothing between this sample's check and the next sample's
-    /// preparation can change the regions or draw from the random source:
-    /// no aggregation, no ops update and no scheme due in this tick.
-    fn regions_stay(&self, next_aggr: u64, next_update: u64) -> bool {
-        self.passed < next_aggr
-            && self.passed < next_update
-            && !schemes::any_due(&self.schemes, self.passed)
-    }
-
-    /// Checks this sample and hands the operations set the next one's
-    /// addresses, drawn now: in the order they would be drawn at the next
-    /// tick, since nothing draws in between ([`Self::regions_stay`]).
-    fn check_then_prepare(&mut self, window: SampleWindow) {
-        self.next_addrs.clear();
-        for r in self.targets.iter().flat_map(|t| t.regions.iter()) {
-            self.next_addrs
-                .push(self.rng.random_range(r.ar.start..r.ar.end));
-        }
-        let next_window = SampleWindow {
-            start_us: self.now_us,
-            end_us: self.now_us + self.attrs.sample_us,
-        };
-        let prepared = self.ops.check_then_prepare(
-            &self.targets,
-            window,
-            &self.next_addrs,
-            next_window,
-            &mut self.accessed,
-        );
-        let regions = self.targets.iter_mut().flat_map(|t| t.regions.iter_mut());
-        for (r, &a) in regions.zip(&self.next_addrs) {
-            r.sampling_addr = a;
-        }
-        self.ahead = if prepared {
-            Ahead::Prepared
-        } else {
-            Ahead::Drawn
-        };
     }
 
     /// Lets the operations set convert the window's counts (see
@@ -521,8 +449,6 @@ impl<O: Operations, R: Rng> Engine<O, R> {
     /// time. At an aggregation boundary the finished window is converted,
     /// otherwise the partial window is dropped.
     fn apply_attrs(&mut self, new: Attrs, at_boundary: bool) {
-        // The next sample is drawn and prepared afresh under the new ones.
-        self.ahead = Ahead::Nothing;
         let old = self.attrs;
         let (old_max, new_max) = (old.max_nr_accesses(), new.max_nr_accesses());
         let conv = |nr: u32| -> u32 {

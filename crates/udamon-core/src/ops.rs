@@ -29,16 +29,12 @@ pub struct SampleWindow {
 /// An operations set, in the kernel's sense: a table of primitives.
 ///
 /// The engine calls, per sampling interval: [`prepare_access_checks`] with
-/// every region's `sampling_addr` already chosen, then [`check_accesses`]
-/// (or, for an operations set that [`overlaps_samples`], one
-/// [`check_then_prepare`] that also prepares the next sample).
+/// every region's `sampling_addr` already chosen, then [`check_accesses`].
 /// At start and at every ops update it asks [`target_ranges`] for the ranges
 /// to monitor.
 ///
 /// [`prepare_access_checks`]: Operations::prepare_access_checks
 /// [`check_accesses`]: Operations::check_accesses
-/// [`overlaps_samples`]: Operations::overlaps_samples
-/// [`check_then_prepare`]: Operations::check_then_prepare
 /// [`target_ranges`]: Operations::target_ranges
 pub trait Operations {
     /// The address ranges to monitor for target `idx`, sorted and disjoint
@@ -70,37 +66,6 @@ pub trait Operations {
         window: SampleWindow,
         accessed: &mut Vec<bool>,
     );
-
-    /// Whether [`check_then_prepare`](Self::check_then_prepare) does in one
-    /// step what [`check_accesses`](Self::check_accesses) and the next
-    /// [`prepare_access_checks`](Self::prepare_access_checks) do in two (a
-    /// live path whose every step is a round of system calls). The engine
-    /// then draws the next sample's addresses before it checks this one,
-    /// wherever nothing can change the regions in between, and hands them
-    /// over. The default: no.
-    fn overlaps_samples(&self) -> bool {
-        false
-    }
-
-    /// Checks the sample that ends with `window`, as
-    /// [`check_accesses`](Self::check_accesses) does (`targets` still hold
-    /// its sampling addresses), and prepares the next one as
-    /// [`prepare_access_checks`](Self::prepare_access_checks) would with
-    /// `next[i]` the `sampling_addr` of region `i` (every target's regions
-    /// in order) and `next_window` its window. Returns whether it prepared
-    /// the next sample; the default only checks, and the engine then
-    /// prepares the next sample with these addresses when it starts.
-    fn check_then_prepare(
-        &mut self,
-        targets: &[Target],
-        window: SampleWindow,
-        _next: &[u64],
-        _next_window: SampleWindow,
-        accessed: &mut Vec<bool>,
-    ) -> bool {
-        self.check_accesses(targets, window, accessed);
-        false
-    }
 
     /// At the end of every aggregation window, before regions are merged:
     /// each region's count of positive samples in the window, target by

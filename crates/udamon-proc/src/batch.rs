@@ -1,11 +1,11 @@
-//! Many positioned reads and writes, of one file or several, in one round
-//! of system calls.
+//! Many positioned reads or writes of one file in one round of system
+//! calls.
 //!
 //! The idle path checks one page per region per sample: a pagemap entry, a
 //! page-flags word and an idle-bitmap word, each at its own offset, so done
 //! one `pread`/`pwrite` at a time a sample costs about four system calls per
 //! region (and under an emulator the entry and exit of a system call cost
-//! more than the kernel's work behind it). Here a round of requests goes to
+//! more than the kernel's work behind it). Here a batch of requests goes to
 //! the kernel through one io_uring: one `io_uring_enter` submits every
 //! request and waits for all of them. `/proc` and sysfs files do not
 //! support non-blocking reads, so the kernel runs the requests in its
@@ -15,10 +15,8 @@
 //! Where io_uring is missing (kernels before 5.1, `kernel.io_uring_disabled`,
 //! a seccomp filter, `UDAMON_IO_URING=0` in the environment) the same
 //! requests are made one system call each, as before. The results are the
-//! same either way: [`run`] gives each request's own result (a read fills
-//! its buffer until it is full or the file ends, a write writes its buffer
-//! whole); [`read_many`] and [`write_many`] are rounds of one file that
-//! fail on the first error.
+//! same either way: [`read_many`] fills each buffer until it is full or the
+//! file ends, [`write_many`] writes each buffer whole.
 
 use std::cell::RefCell;
 use std::fs::File;
@@ -71,141 +69,121 @@ fn on_ring<T>(n: usize, f: impl FnOnce(&mut IoUring) -> T) -> Option<T> {
     })
 }
 
-/// One request of a round: a positioned read or write of some file.
-pub struct Req<'a> {
-    pub file: &'a File,
-    pub off: u64,
-    pub op: Op<'a>,
-}
-
-/// What a [`Req`] does: read into the buffer until it is full or the file
-/// ends, or write the buffer whole.
-pub enum Op<'a> {
-    Read(&'a mut [u8]),
-    Write(&'a [u8]),
-}
-
-impl<'a> Req<'a> {
-    pub fn read(file: &'a File, off: u64, buf: &'a mut [u8]) -> Self {
-        Self {
-            file,
-            off,
-            op: Op::Read(buf),
-        }
-    }
-
-    pub fn write(file: &'a File, off: u64, buf: &'a [u8]) -> Self {
-        Self {
-            file,
-            off,
-            op: Op::Write(buf),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match &self.op {
-            Op::Read(b) => b.len(),
-            Op::Write(b) => b.len(),
-        }
-    }
-
-    /// The request made with plain system calls.
-    fn sync(&mut self) -> io::Result<usize> {
-        match &mut self.op {
-            Op::Read(b) => read_full_at(self.file, b, self.off),
-            Op::Write(b) => self.file.write_all_at(b, self.off).map(|()| b.len()),
-        }
-    }
-}
-
-/// Makes every request in one round, whatever files they are of, and
-/// returns each one's result: the bytes read (until the buffer is full or
-/// the file ends) or written (all of them), or its error. The requests of a
-/// round may run in any order, so none may depend on another.
-pub fn run(reqs: &mut [Req<'_>]) -> Vec<io::Result<usize>> {
-    if let Some(out) = on_ring(reqs.len(), |ring| submit(ring, reqs)) {
-        return out;
-    }
-    reqs.iter_mut().map(Req::sync).collect()
-}
-
-/// The first error of a round, or the bytes of each request.
-fn all_or_first_error(got: Vec<io::Result<usize>>) -> io::Result<Vec<usize>> {
-    got.into_iter().collect()
-}
-
 /// Reads each `(offset, buffer)` of `file` until the buffer is full or the
-/// file ends; returns the bytes read into each. The first error fails the
+/// file ends; returns the bytes read into each. The first error ends the
 /// batch.
 pub fn read_many(file: &File, reqs: &mut [(u64, &mut [u8])]) -> io::Result<Vec<usize>> {
-    let mut round: Vec<Req<'_>> = reqs
-        .iter_mut()
-        .map(|(off, buf)| Req::read(file, *off, buf))
-        .collect();
-    all_or_first_error(run(&mut round))
-}
-
-/// Writes each `(offset, buffer)` to `file` whole. The first error fails
-/// the batch.
-pub fn write_many(file: &File, reqs: &[(u64, &[u8])]) -> io::Result<()> {
-    let mut round: Vec<Req<'_>> = reqs
-        .iter()
-        .map(|(off, buf)| Req::write(file, *off, buf))
-        .collect();
-    all_or_first_error(run(&mut round)).map(drop)
-}
-
-/// One round through the ring (in chunks of the ring's size); requests
-/// the ring left short, interrupted or would-block are finished with
-/// plain system calls.
-fn submit(ring: &mut IoUring, reqs: &mut [Req<'_>]) -> Vec<io::Result<usize>> {
-    let mut out: Vec<io::Result<usize>> = Vec::with_capacity(reqs.len());
-    for chunk in reqs.chunks_mut(RING_ENTRIES as usize) {
-        let mut res: Vec<Option<i32>> = vec![None; chunk.len()];
-        for (j, r) in chunk.iter_mut().enumerate() {
-            let fd = types::Fd(r.file.as_raw_fd());
-            let sqe = match &mut r.op {
-                Op::Read(b) => opcode::Read::new(fd, b.as_mut_ptr(), b.len() as u32)
-                    .offset(r.off)
-                    .build(),
-                Op::Write(b) => opcode::Write::new(fd, b.as_ptr(), b.len() as u32)
-                    .offset(r.off)
-                    .build(),
-            }
-            // Sent straight to the kernel's workers: these files cannot be
-            // read without blocking, and polling them spins.
-            .flags(squeue::Flags::ASYNC)
-            .user_data(j as u64);
-            // SAFETY: the buffers outlive the requests: every request is
-            // waited for below (or drained on error) before returning.
-            unsafe { ring.submission().push(&sqe) }.expect("chunk fits the ring");
-        }
-        if let Err(e) = wait_all(ring, chunk.len(), |i, r| res[i] = Some(r)) {
-            out.extend(
-                chunk
-                    .iter()
-                    .map(|_| Err(io::Error::new(e.kind(), e.to_string()))),
-            );
-            continue;
-        }
-        for (r, res) in chunk.iter_mut().zip(res) {
-            let res = res.expect("every request completed");
-            let len = r.len();
-            out.push(match (&mut r.op, res) {
-                (_, e) if e == -libc::EINTR || e == -libc::EAGAIN => r.sync(),
-                (_, e) if e < 0 => Err(io::Error::from_raw_os_error(-e)),
-                // A proc file may hand out less than asked: finish the read.
-                (Op::Read(b), n) if n > 0 && (n as usize) < len => {
-                    let n = n as usize;
-                    read_full_at(r.file, &mut b[n..], r.off + n as u64).map(|m| n + m)
+    let mut done = vec![0usize; reqs.len()];
+    if reqs.is_empty() {
+        return Ok(done);
+    }
+    match on_ring(reqs.len(), |ring| submit_reads(ring, file, reqs, &mut done)) {
+        Some(Ok(())) => {
+            // A short read that is not the end of the file (a proc file
+            // may hand out less than asked) is finished here.
+            for (i, (off, buf)) in reqs.iter_mut().enumerate() {
+                let n = done[i];
+                if n > 0 && n < buf.len() {
+                    done[i] = n + read_full_at(file, &mut buf[n..], *off + n as u64)?;
                 }
-                (Op::Read(_), n) => Ok(n as usize),
-                (Op::Write(_), n) if n as usize == len => Ok(len),
-                (Op::Write(_), _) => r.sync(),
-            });
+            }
+            Ok(done)
+        }
+        Some(Err(e)) => Err(e),
+        None => {
+            for (i, (off, buf)) in reqs.iter_mut().enumerate() {
+                done[i] = read_full_at(file, buf, *off)?;
+            }
+            Ok(done)
         }
     }
-    out
+}
+
+/// Writes each `(offset, buffer)` to `file` whole. The first error ends
+/// the batch.
+pub fn write_many(file: &File, reqs: &[(u64, &[u8])]) -> io::Result<()> {
+    if reqs.is_empty() {
+        return Ok(());
+    }
+    match on_ring(reqs.len(), |ring| submit_writes(ring, file, reqs)) {
+        Some(r) => r,
+        None => reqs
+            .iter()
+            .try_for_each(|(off, buf)| file.write_all_at(buf, *off)),
+    }
+}
+
+fn submit_reads(
+    ring: &mut IoUring,
+    file: &File,
+    reqs: &mut [(u64, &mut [u8])],
+    done: &mut [usize],
+) -> io::Result<()> {
+    let fd = types::Fd(file.as_raw_fd());
+    let mut first_err = None;
+    for (c, chunk) in reqs.chunks_mut(RING_ENTRIES as usize).enumerate() {
+        let base = c * RING_ENTRIES as usize;
+        for (j, (off, buf)) in chunk.iter_mut().enumerate() {
+            let sqe = opcode::Read::new(fd, buf.as_mut_ptr(), buf.len() as u32)
+                .offset(*off)
+                .build()
+                .flags(squeue::Flags::ASYNC)
+                .user_data((base + j) as u64);
+            // SAFETY: the buffer outlives the request: every request is
+            // waited for below before this function returns.
+            unsafe { ring.submission().push(&sqe) }.expect("chunk fits the ring");
+        }
+        wait_all(ring, chunk.len(), |i, res| match res {
+            r if r >= 0 => done[i] = r as usize,
+            r if r == -libc::EINTR || r == -libc::EAGAIN => {
+                // Redone synchronously below (a rare case).
+                done[i] = usize::MAX;
+            }
+            r => {
+                first_err.get_or_insert(io::Error::from_raw_os_error(-r));
+            }
+        })?;
+        for (j, (off, buf)) in chunk.iter_mut().enumerate() {
+            if done[base + j] == usize::MAX {
+                done[base + j] = read_full_at(file, buf, *off)?;
+            }
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+fn submit_writes(ring: &mut IoUring, file: &File, reqs: &[(u64, &[u8])]) -> io::Result<()> {
+    let fd = types::Fd(file.as_raw_fd());
+    let mut first_err = None;
+    for (c, chunk) in reqs.chunks(RING_ENTRIES as usize).enumerate() {
+        let base = c * RING_ENTRIES as usize;
+        let mut redo = Vec::new();
+        for (j, (off, buf)) in chunk.iter().enumerate() {
+            let sqe = opcode::Write::new(fd, buf.as_ptr(), buf.len() as u32)
+                .offset(*off)
+                .build()
+                .flags(squeue::Flags::ASYNC)
+                .user_data((base + j) as u64);
+            // SAFETY: as for reads: waited for before returning.
+            unsafe { ring.submission().push(&sqe) }.expect("chunk fits the ring");
+        }
+        wait_all(ring, chunk.len(), |i, res| {
+            let len = reqs[i].1.len();
+            match res {
+                r if r >= 0 && r as usize == len => {}
+                // Short, interrupted or would-block: written whole below.
+                r if r >= 0 || r == -libc::EINTR || r == -libc::EAGAIN => redo.push(i),
+                r => {
+                    first_err.get_or_insert(io::Error::from_raw_os_error(-r));
+                }
+            }
+        })?;
+        for i in redo {
+            let (off, buf) = reqs[i];
+            file.write_all_at(buf, off)?;
+        }
+    }
+    first_err.map_or(Ok(()), Err)
 }
 
 /// Submits what is queued and reaps `n` completions, handing each
@@ -300,53 +278,6 @@ mod tests {
         std::thread::spawn(|| {
             ENGINE.with(|e| *e.borrow_mut() = Engine::Sync);
             check_reads_and_writes();
-        })
-        .join()
-        .unwrap();
-    }
-
-    /// One round of reads and writes of two files, one request failing in
-    /// the middle: it fails alone.
-    fn check_a_mixed_round() {
-        let data: Vec<u8> = (0..100u8).collect();
-        let (d, f) = file_with(&data);
-        let ro = File::open(d.path().join("f")).unwrap();
-        let (_d2, g) = file_with(&[0u8; 64]);
-        let mut a = [0u8; 4];
-        let mut b = [0u8; 8];
-        let mut past = [0u8; 8];
-        let mut round = vec![
-            Req::read(&f, 10, &mut a),
-            Req::write(&g, 8, b"abcdefgh"),
-            Req::write(&ro, 0, b"x"),
-            Req::read(&f, 96, &mut b),
-            Req::read(&f, 200, &mut past),
-            Req::write(&g, 40, b"zz"),
-        ];
-        let got = run(&mut round);
-        drop(round);
-        let got: Vec<Result<usize, i32>> = got
-            .into_iter()
-            .map(|r| r.map_err(|e| e.raw_os_error().unwrap()))
-            .collect();
-        assert_eq!(
-            got,
-            vec![Ok(4), Ok(8), Err(libc::EBADF), Ok(4), Ok(0), Ok(2)]
-        );
-        assert_eq!(a, [10, 11, 12, 13]);
-        assert_eq!(&b[..4], &[96, 97, 98, 99]);
-        let mut w = [0u8; 64];
-        g.read_exact_at(&mut w, 0).unwrap();
-        assert_eq!(&w[8..16], b"abcdefgh");
-        assert_eq!(&w[40..42], b"zz");
-    }
-
-    #[test]
-    fn a_round_mixes_files_and_a_failure_stays_its_own() {
-        check_a_mixed_round();
-        std::thread::spawn(|| {
-            ENGINE.with(|e| *e.borrow_mut() = Engine::Sync);
-            check_a_mixed_round();
         })
         .join()
         .unwrap();

@@ -6,8 +6,8 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use crate::batch::{read_many, Req};
-use crate::pagemap::{contiguous_runs, read_words, Words};
+use crate::batch::{read_many, write_many};
+use crate::pagemap::{contiguous_runs, read_words};
 use crate::ProcError;
 
 /// `ROOT/sys/kernel/mm/page_idle/bitmap`.
@@ -44,35 +44,16 @@ impl IdleBitmap {
     /// write per run of contiguous words, all in one batch
     /// ([`crate::batch`]).
     pub fn set_idle(&self, pfns: &[u64]) -> Result<(), ProcError> {
-        let w = IdleWrites::new(pfns);
-        let got = crate::batch::run(&mut w.requests(&self.file).collect::<Vec<_>>());
-        self.written(got)
-    }
-
-    pub(crate) fn file(&self) -> &File {
-        &self.file
-    }
-
-    /// The outcome of an [`IdleWrites`]' requests.
-    pub(crate) fn written(&self, got: Vec<std::io::Result<usize>>) -> Result<(), ProcError> {
-        match got.into_iter().find_map(Result::err) {
-            Some(e) => Err(ProcError::io("writing", &self.path, e)),
-            None => Ok(()),
+        let words = group_words(pfns);
+        let idx: Vec<u64> = words.iter().map(|w| w.0).collect();
+        let buf: Vec<u8> = words.iter().flat_map(|w| w.1.to_ne_bytes()).collect();
+        let mut reqs: Vec<(u64, &[u8])> = Vec::new();
+        let mut at = 0;
+        for run in contiguous_runs(&idx) {
+            reqs.push((run[0] * 8, &buf[at * 8..(at + run.len()) * 8]));
+            at += run.len();
         }
-    }
-
-    /// The idle state of `pfns` from a [`Words`] read of `pfn / 64` each.
-    pub(crate) fn bits(
-        &self,
-        pfns: &[u64],
-        words: std::io::Result<Vec<u64>>,
-    ) -> Result<Vec<bool>, ProcError> {
-        let vals = words.map_err(|e| ProcError::io("reading", &self.path, e))?;
-        Ok(pfns
-            .iter()
-            .zip(vals)
-            .map(|(p, w)| w & (1 << (p % 64)) != 0)
-            .collect())
+        write_many(&self.file, &reqs).map_err(|e| ProcError::io("writing", &self.path, e))
     }
 
     /// Whether each of `pfns` is still idle, in the order given; one read
@@ -80,39 +61,13 @@ impl IdleBitmap {
     /// read as not idle.
     pub fn is_idle(&self, pfns: &[u64]) -> Result<Vec<bool>, ProcError> {
         let idx: Vec<u64> = pfns.iter().map(|p| p / 64).collect();
-        self.bits(pfns, read_words(&self.file, &idx))
-    }
-}
-
-/// A planned [`IdleBitmap::set_idle`], for a round that reads or writes
-/// other files too.
-pub(crate) struct IdleWrites {
-    /// (word index, the bits to set in it), sorted by word.
-    words: Vec<(u64, u64)>,
-    buf: Vec<u8>,
-}
-
-impl IdleWrites {
-    pub(crate) fn new(pfns: &[u64]) -> Self {
-        let words = group_words(pfns);
-        let buf = words.iter().flat_map(|w| w.1.to_ne_bytes()).collect();
-        Self { words, buf }
-    }
-
-    /// One write per run of contiguous words.
-    pub(crate) fn requests<'a>(&'a self, file: &'a File) -> impl Iterator<Item = Req<'a>> + 'a {
-        let idx: Vec<u64> = self.words.iter().map(|w| w.0).collect();
-        let mut at = 0;
-        let mut reqs = Vec::new();
-        for run in contiguous_runs(&idx) {
-            reqs.push(Req::write(
-                file,
-                run[0] * 8,
-                &self.buf[at * 8..(at + run.len()) * 8],
-            ));
-            at += run.len();
-        }
-        reqs.into_iter()
+        let vals =
+            read_words(&self.file, &idx).map_err(|e| ProcError::io("reading", &self.path, e))?;
+        Ok(pfns
+            .iter()
+            .zip(vals)
+            .map(|(p, w)| w & (1 << (p % 64)) != 0)
+            .collect())
     }
 }
 
@@ -225,42 +180,17 @@ impl KpageFlags {
     /// aligned alike in both spaces), the flags of that head; one more for
     /// the 4 KiB scans of tails whose head was elsewhere.
     fn heads_with_flags(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<(u64, u64)>, ProcError> {
-        let mut plan = HeadsPlan::new(pfns, vaddrs);
-        let got = crate::batch::run(&mut plan.requests(&self.file).collect::<Vec<_>>());
-        self.finish_heads(plan, got)
-    }
-
-    pub(crate) fn file(&self) -> &File {
-        &self.file
-    }
-
-    /// [`lru_heads`](Self::lru_heads) from a [`HeadsPlan`]'s first round
-    /// (`got`, its requests' results); the scans of tails whose head was
-    /// not where the plan guessed are one more round.
-    pub(crate) fn finish_lru_heads(
-        &self,
-        plan: HeadsPlan,
-        got: Vec<std::io::Result<usize>>,
-    ) -> Result<Vec<Option<u64>>, ProcError> {
-        Ok(self
-            .finish_heads(plan, got)?
-            .into_iter()
-            .map(|(h, f)| (f & KPF_LRU != 0).then_some(h))
-            .collect())
-    }
-
-    fn finish_heads(
-        &self,
-        plan: HeadsPlan,
-        got: Vec<std::io::Result<usize>>,
-    ) -> Result<Vec<(u64, u64)>, ProcError> {
         let err = |e| ProcError::io("reading", &self.path, e);
-        let HeadsPlan {
-            pfns,
-            guesses,
-            words,
-        } = plan;
-        let words = words.finish(got).map_err(err)?;
+        let guess = |i: usize| {
+            let offset = vaddrs.get(i).map_or(0, |v| v / 4096 % MAX_FOLIO_PAGES);
+            (offset > 0 && pfns[i] % MAX_FOLIO_PAGES == offset).then(|| pfns[i] - offset)
+        };
+        // The pages' own flags, then each page's guessed head's (the page
+        // itself where there is no guess: read once either way).
+        let guesses: Vec<Option<u64>> = (0..pfns.len()).map(guess).collect();
+        let mut wanted: Vec<u64> = pfns.to_vec();
+        wanted.extend(guesses.iter().zip(pfns).map(|(g, &p)| g.unwrap_or(p)));
+        let words = read_words(&self.file, &wanted).map_err(err)?;
         let (own, guessed) = words.split_at(pfns.len());
         let mut out: Vec<(u64, u64)> = pfns.iter().copied().zip(own.iter().copied()).collect();
         let mut missed = Vec::new();
@@ -272,9 +202,6 @@ impl KpageFlags {
                 Some(g) if guessed[i] & KPF_COMPOUND_HEAD != 0 => *o = (g, guessed[i]),
                 _ => missed.push(i),
             }
-        }
-        if missed.is_empty() {
-            return Ok(out);
         }
         // The others scan back to the folio's natural alignment.
         let mut blocks: Vec<Vec<u8>> = missed
@@ -299,45 +226,6 @@ impl KpageFlags {
             }
         }
         Ok(out)
-    }
-}
-
-/// A planned [`KpageFlags::lru_heads`]: its first round (every page's flags
-/// and its guessed head's) can share a round with other requests.
-pub(crate) struct HeadsPlan {
-    pfns: Vec<u64>,
-    /// Where a PMD-mapped huge page's head would be, for pages that sit in
-    /// their 2 MiB like their virtual address does.
-    guesses: Vec<Option<u64>>,
-    words: Words,
-}
-
-impl HeadsPlan {
-    /// `vaddrs[i]` is where `pfns[i]` is mapped (empty: no guesses).
-    pub(crate) fn new(pfns: &[u64], vaddrs: &[u64]) -> Self {
-        let guess = |i: usize| {
-            let offset = vaddrs.get(i).map_or(0, |v| v / 4096 % MAX_FOLIO_PAGES);
-            (offset > 0 && pfns[i] % MAX_FOLIO_PAGES == offset).then(|| pfns[i] - offset)
-        };
-        let guesses: Vec<Option<u64>> = (0..pfns.len()).map(guess).collect();
-        // The pages' own flags, then each page's guessed head's (the page
-        // itself where there is no guess: read once either way).
-        let mut wanted: Vec<u64> = pfns.to_vec();
-        wanted.extend(guesses.iter().zip(pfns).map(|(g, &p)| g.unwrap_or(p)));
-        Self {
-            pfns: pfns.to_vec(),
-            guesses,
-            words: Words::new(&wanted),
-        }
-    }
-
-    /// The guessed heads (see [`HeadsPlan::guesses`]).
-    pub(crate) fn guessed(&self) -> impl Iterator<Item = u64> + '_ {
-        self.guesses.iter().flatten().copied()
-    }
-
-    pub(crate) fn requests<'a>(&'a mut self, file: &'a File) -> impl Iterator<Item = Req<'a>> + 'a {
-        self.words.requests(file)
     }
 }
 

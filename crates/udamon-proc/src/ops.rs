@@ -10,11 +10,9 @@ use udamon_core::{AddrRange, ApplyOutcome, Operations, SampleWindow, Target};
 
 use crate::act::{live_parts, madvise_advice, move_to_node, Pidfd};
 
-use crate::batch::Req;
-use crate::idle::{HeadsPlan, IdleBitmap, IdleWrites, KpageFlags};
+use crate::idle::{IdleBitmap, KpageFlags};
 use crate::maps::{monitoring_ranges, read_maps};
 use crate::pagemap::Pagemap;
-use crate::pagemap::Words;
 use crate::ProcError;
 
 /// How accesses are detected.
@@ -136,10 +134,6 @@ pub struct ProcOps {
     /// PFN of each region's sampling page marked idle at prepare time
     /// (`None`: not present, counts as not accessed).
     pending: Vec<Option<u64>>,
-    /// Whether the idle path checks a sample and prepares the next in one
-    /// step ([`Operations::overlaps_samples`]); `UDAMON_OVERLAP=0` in the
-    /// environment turns it off, for comparisons.
-    overlap: bool,
     /// Soft-dirty reset once per window or less often (`None`: before
     /// every sample).
     sd_window: Option<SoftDirtyWindows>,
@@ -231,7 +225,6 @@ impl ProcOps {
             bitmap,
             kpageflags,
             pending: Vec::new(),
-            overlap: std::env::var("UDAMON_OVERLAP").map_or(true, |v| v != "0"),
             sd_window: None,
             sd_resets: 0,
             no_residency: false,
@@ -420,188 +413,6 @@ impl ProcOps {
     }
 }
 
-impl ProcOps {
-    /// One sample step of the idle path, in as few rounds of system calls
-    /// ([`crate::batch`]) as its dependencies allow:
-    ///
-    /// 1. the read-back of the pages marked last time (when `accessed` is
-    ///    given: the check of the sample that ends now) and the pagemap
-    ///    entries of `next`, every region's next sampling address;
-    /// 2. the page flags of the PFNs found (and of their guessed huge-page
-    ///    heads), and the idle bits of the same PFNs and guessed heads,
-    ///    written before their flags are known: the kernel ignores the bit
-    ///    of a tail page or of a page on no LRU list, and a guessed head
-    ///    that turns out to be a stranger (a base page that happens to sit
-    ///    in its 2 MiB like its address does, 1 in 512) is only marked
-    ///    idle, as paddr monitoring marks any page;
-    /// 3. only when some tail page's head was not where guessed: the scan
-    ///    for it, then its idle bit.
-    ///
-    /// So a sample costs two rounds where the separate steps took four.
-    fn idle_step(&mut self, targets: &[Target], next: &[u64], accessed: Option<&mut Vec<bool>>) {
-        let nr: usize = targets.iter().map(|t| t.regions.len()).sum();
-        let old: Vec<u64> = self.pending.iter().flatten().copied().collect();
-        let check = accessed.is_some() && self.pending.len() == nr;
-        // Which targets are still the chosen processes (checked before
-        // reading them, as for every sample).
-        let live: Vec<bool> = (0..targets.len()).map(|i| self.alive(i)).collect();
-
-        // Round 1.
-        let mut bits = Words::new(&old.iter().map(|p| p / 64).collect::<Vec<_>>());
-        let mut entries: Vec<Option<Words>> = Vec::with_capacity(targets.len());
-        let mut at = 0;
-        for (t, &l) in targets.iter().zip(&live) {
-            let pages: Vec<u64> = next[at..at + t.regions.len()]
-                .iter()
-                .map(|a| a / crate::pagemap::PAGE_SZ)
-                .collect();
-            at += t.regions.len();
-            entries.push(l.then(|| Words::new(&pages)));
-        }
-        let bm = self.bitmap.as_ref().expect("idle mode opens the bitmap");
-        let mut round: Vec<Req<'_>> = Vec::new();
-        if check && !old.is_empty() {
-            round.extend(bits.requests(bm.file()));
-        }
-        let nr_bits = round.len();
-        let mut sizes = Vec::with_capacity(targets.len());
-        for (i, w) in entries.iter_mut().enumerate() {
-            let before = round.len();
-            if let (Some(w), Some(pm)) = (w, self.targets.get(i).and_then(|t| t.pagemap.as_ref())) {
-                round.extend(w.requests(pm.file()));
-            }
-            sizes.push(round.len() - before);
-        }
-        let mut got = crate::batch::run(&mut round).into_iter();
-        drop(round);
-        let bits_got: Vec<_> = got.by_ref().take(nr_bits).collect();
-
-        if let Some(accessed) = accessed {
-            accessed.clear();
-            let idle = if !check {
-                None
-            } else if old.is_empty() {
-                Some(Ok(Vec::new()))
-            } else {
-                Some(bm.bits(&old, bits.finish(bits_got)))
-            };
-            match idle {
-                Some(Ok(idle)) => {
-                    let mut it = idle.into_iter();
-                    accessed.extend(
-                        self.pending
-                            .iter()
-                            .map(|p| p.is_some() && !it.next().expect("one per pfn")),
-                    );
-                }
-                Some(Err(e)) => {
-                    accessed.resize(nr, false);
-                    self.note(e);
-                }
-                None => accessed.resize(nr, false),
-            }
-        }
-
-        // This sample's PFNs.
-        self.pending.clear();
-        for ((i, t), (w, n)) in targets
-            .iter()
-            .enumerate()
-            .zip(entries.into_iter().zip(sizes))
-        {
-            let res: Vec<_> = got.by_ref().take(n).collect();
-            let read = match (w, self.targets.get(i).and_then(|t| t.pagemap.as_ref())) {
-                (Some(w), Some(pm)) => Some(
-                    w.finish(res)
-                        .map_err(|e| ProcError::io("reading", pm.path(), e)),
-                ),
-                _ => None,
-            };
-            match read {
-                Some(Ok(words)) => self
-                    .pending
-                    .extend(words.into_iter().map(|w| crate::PagemapEntry(w).pfn())),
-                Some(Err(e)) => {
-                    if self.alive(i) {
-                        self.note(e);
-                    }
-                    self.pending.extend(t.regions.iter().map(|_| None));
-                }
-                None => self.pending.extend(t.regions.iter().map(|_| None)),
-            }
-        }
-        let pfns: Vec<u64> = self.pending.iter().flatten().copied().collect();
-        if pfns.is_empty() {
-            return;
-        }
-        if pfns.iter().all(|&p| p == 0) {
-            let path = crate::pagemap::pagemap_path(&self.root, self.targets[0].pid);
-            self.note(ProcError::PfnHidden { path });
-            self.pending.iter_mut().for_each(|p| *p = None);
-            return;
-        }
-
-        // Round 2.
-        let vaddrs: Vec<u64> = next
-            .iter()
-            .zip(&self.pending)
-            .filter_map(|(&a, p)| p.map(|_| a))
-            .collect();
-        let mut heads = self
-            .kpageflags
-            .as_ref()
-            .map(|_| HeadsPlan::new(&pfns, &vaddrs));
-        let mut marked: Vec<u64> = pfns.clone();
-        marked.extend(heads.iter().flat_map(HeadsPlan::guessed));
-        let marks = IdleWrites::new(&marked);
-        let bm = self.bitmap.as_ref().expect("idle mode opens the bitmap");
-        let mut round: Vec<Req<'_>> = marks.requests(bm.file()).collect();
-        let nr_marks = round.len();
-        if let (Some(h), Some(k)) = (heads.as_mut(), self.kpageflags.as_ref()) {
-            round.extend(h.requests(k.file()));
-        }
-        let mut got = crate::batch::run(&mut round).into_iter();
-        drop(round);
-        if let Err(e) = bm.written(got.by_ref().take(nr_marks).collect()) {
-            self.pending.iter_mut().for_each(|p| *p = None);
-            self.note(e);
-            return;
-        }
-        let (Some(h), Some(k)) = (heads, self.kpageflags.as_ref()) else {
-            return;
-        };
-        match k.finish_lru_heads(h, got.collect()) {
-            Ok(heads) => {
-                let mut it = heads.into_iter();
-                for p in self.pending.iter_mut().filter(|p| p.is_some()) {
-                    *p = it.next().expect("one head per pfn");
-                }
-            }
-            Err(e) => {
-                // Left as the PFNs, which are marked.
-                self.note(e);
-                return;
-            }
-        }
-
-        // Round 3: heads found by the scan.
-        marked.sort_unstable();
-        let unmarked: Vec<u64> = self
-            .pending
-            .iter()
-            .flatten()
-            .copied()
-            .filter(|p| marked.binary_search(p).is_err())
-            .collect();
-        if !unmarked.is_empty() {
-            if let Err(e) = bm.set_idle(&unmarked) {
-                self.pending.iter_mut().for_each(|p| *p = None);
-                self.note(e);
-            }
-        }
-    }
-}
-
 /// `ROOT/proc/PID/clear_refs`.
 pub fn clear_refs_path(root: &Path, pid: u32) -> PathBuf {
     root.join(format!("proc/{pid}/clear_refs"))
@@ -654,11 +465,43 @@ impl Operations for ProcOps {
         self.pending.clear();
         match self.mode {
             AccessMode::IdlePage => {
-                let addrs: Vec<u64> = targets
-                    .iter()
-                    .flat_map(|t| t.regions.iter().map(|r| r.sampling_addr))
-                    .collect();
-                self.idle_step(targets, &addrs, None);
+                for (i, t) in targets.iter().enumerate() {
+                    match self.sample_entries(i, t) {
+                        Some(e) => self.pending.extend(e.iter().map(|e| e.pfn())),
+                        None => self.pending.extend(t.regions.iter().map(|_| None)),
+                    }
+                }
+                let pfns: Vec<u64> = self.pending.iter().flatten().copied().collect();
+                if pfns.is_empty() {
+                    return;
+                }
+                if pfns.iter().all(|&p| p == 0) {
+                    let path = crate::pagemap::pagemap_path(&self.root, self.targets[0].pid);
+                    self.note(ProcError::PfnHidden { path });
+                    self.pending.iter_mut().for_each(|p| *p = None);
+                    return;
+                }
+                if let Some(k) = &self.kpageflags {
+                    let vaddrs: Vec<u64> = targets
+                        .iter()
+                        .flat_map(|t| t.regions.iter().map(|r| r.sampling_addr))
+                        .zip(&self.pending)
+                        .filter_map(|(a, p)| p.map(|_| a))
+                        .collect();
+                    match k.lru_heads(&pfns, &vaddrs) {
+                        Ok(heads) => {
+                            let mut it = heads.into_iter();
+                            for p in self.pending.iter_mut().filter(|p| p.is_some()) {
+                                *p = it.next().expect("one head per pfn");
+                            }
+                        }
+                        Err(e) => self.note(e),
+                    }
+                }
+                let bm = self.bitmap.as_ref().expect("idle mode opens the bitmap");
+                if let Err(e) = bm.mark_pending(&mut self.pending) {
+                    self.note(e);
+                }
             }
             AccessMode::SoftDirtyWriteOnly => {
                 let due = self.sd_window.as_mut().map(|w| {
@@ -711,28 +554,6 @@ impl Operations for ProcOps {
                 }
             }
         }
-    }
-
-    /// The idle path overlaps: a sample's read-back shares its round with
-    /// the next sample's pagemap reads ([`ProcOps::idle_step`]).
-    fn overlaps_samples(&self) -> bool {
-        self.mode == AccessMode::IdlePage && self.overlap
-    }
-
-    fn check_then_prepare(
-        &mut self,
-        targets: &[Target],
-        window: SampleWindow,
-        next: &[u64],
-        _next_window: SampleWindow,
-        accessed: &mut Vec<bool>,
-    ) -> bool {
-        if self.mode != AccessMode::IdlePage {
-            self.check_accesses(targets, window, accessed);
-            return false;
-        }
-        self.idle_step(targets, next, Some(accessed));
-        true
     }
 
     fn end_window(&mut self, counts: &mut [u32]) {
@@ -1030,17 +851,6 @@ impl<O> Paced<O> {
     pub fn inner_mut(&mut self) -> &mut O {
         &mut self.inner
     }
-
-    /// Sleeps until `window`, which started when the last preparation
-    /// returned, has really passed.
-    fn wait_out(&mut self, window: SampleWindow) {
-        if let Some(t) = self.prepared.take() {
-            let len = Duration::from_micros(window.end_us.saturating_sub(window.start_us));
-            if let Some(rest) = len.checked_sub(t.elapsed()) {
-                std::thread::sleep(rest);
-            }
-        }
-    }
 }
 
 impl<O: Operations> Operations for Paced<O> {
@@ -1063,30 +873,13 @@ impl<O: Operations> Operations for Paced<O> {
         window: SampleWindow,
         accessed: &mut Vec<bool>,
     ) {
-        self.wait_out(window);
-        self.inner.check_accesses(targets, window, accessed);
-    }
-
-    fn overlaps_samples(&self) -> bool {
-        self.inner.overlaps_samples()
-    }
-
-    fn check_then_prepare(
-        &mut self,
-        targets: &[Target],
-        window: SampleWindow,
-        next: &[u64],
-        next_window: SampleWindow,
-        accessed: &mut Vec<bool>,
-    ) -> bool {
-        self.wait_out(window);
-        let prepared = self
-            .inner
-            .check_then_prepare(targets, window, next, next_window, accessed);
-        if prepared {
-            self.prepared = Some(Instant::now());
+        if let Some(t) = self.prepared.take() {
+            let len = Duration::from_micros(window.end_us.saturating_sub(window.start_us));
+            if let Some(rest) = len.checked_sub(t.elapsed()) {
+                std::thread::sleep(rest);
+            }
         }
-        prepared
+        self.inner.check_accesses(targets, window, accessed);
     }
 
     fn end_window(&mut self, counts: &mut [u32]) {
@@ -1204,88 +997,6 @@ mod tests {
         );
         assert!(ops.take_error().is_none());
         assert!(ops.target_valid(0));
-    }
-
-    #[test]
-    fn idle_mode_checks_and_prepares_in_one_step() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        const THP: u64 = 0x4000_0000; // 2 MiB-aligned
-        const SMALL: u64 = 0x5000_0000;
-        let page = |a: u64| a / 4096;
-        fake_proc(
-            root,
-            42,
-            &[
-                (page(0x10_000), P | 70),
-                (page(0x100_000), P | 3),
-                (page(0x200_000), P | 130),
-                // Page 276 of a PMD-mapped huge page at PFN 1024.
-                (page(THP + 276 * 4096), P | 1300),
-                // Page 2 of a 16-page folio at PFN 2048, mapped unaligned.
-                (page(SMALL + 5 * 4096), P | 2050),
-            ],
-        );
-        let flags = std::fs::File::create(crate::idle::kpageflags_path(root)).unwrap();
-        let put = |pfn: u64, f: u64| flags.write_all_at(&f.to_ne_bytes(), pfn * 8).unwrap();
-        const LRU: u64 = 1 << 5;
-        const HEAD: u64 = 1 << 15;
-        const TAIL: u64 = 1 << 16;
-        put(3, LRU);
-        put(70, LRU);
-        put(130, 0); // on no LRU list: never counted as accessed
-        put(1024, HEAD | LRU);
-        (1025..1536).for_each(|p| put(p, TAIL));
-        put(2048, HEAD | LRU);
-        (2049..2064).for_each(|p| put(p, TAIL));
-        fake_bitmap(root, 4096);
-        let bit = |pfn: u64| word(root, pfn / 64) & (1 << (pfn % 64)) != 0;
-        let bitmap = std::fs::OpenOptions::new()
-            .write(true)
-            .open(crate::idle::bitmap_path(root))
-            .unwrap();
-        // The "kernel" sees these pages accessed: their idle bits clear.
-        let access = |pfns: &[u64]| {
-            for &p in pfns {
-                let w = word(root, p / 64) & !(1 << (p % 64));
-                bitmap.write_all_at(&w.to_ne_bytes(), p / 64 * 8).unwrap();
-            }
-        };
-
-        let mut ops = ProcOps::new(root, &[42], AccessMode::IdlePage).unwrap();
-        assert!(ops.overlaps_samples());
-        let first = [0x10_000, 0x100_000, THP + 276 * 4096, SMALL + 5 * 4096];
-        let t = [target(42, &first)];
-        ops.prepare_access_checks(&t, W);
-        // The guessed head in the same round as the PFNs, the unguessed
-        // one after its scan.
-        for pfn in [70, 3, 1024, 2048] {
-            assert!(bit(pfn), "PFN {pfn} marked idle");
-        }
-        access(&[1024, 3]);
-
-        let next = [0x100_000, 0x10_000, 0x200_000, THP + 276 * 4096];
-        let mut acc = Vec::new();
-        assert!(ops.check_then_prepare(&t, W, &next, W, &mut acc));
-        assert_eq!(acc, vec![false, true, true, false], "the first sample");
-        assert!(ops.take_error().is_none());
-        for pfn in [3, 70, 1024] {
-            assert!(bit(pfn), "PFN {pfn} marked again for the next sample");
-        }
-        access(&[70, 1024, 130]);
-        let t = [target(42, &next)];
-        ops.check_accesses(&t, W, &mut acc);
-        assert_eq!(
-            acc,
-            vec![false, true, false, true],
-            "the next sample, by the heads of its pages"
-        );
-
-        // A check whose regions changed in between reads nothing.
-        let fewer = [target(42, &next[..2])];
-        assert!(ops.check_then_prepare(&fewer, W, &next[..2], W, &mut acc));
-        assert_eq!(acc, vec![false, false]);
-        assert!(ops.take_error().is_none());
     }
 
     #[test]

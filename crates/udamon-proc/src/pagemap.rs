@@ -75,10 +75,6 @@ impl Pagemap {
         &self.path
     }
 
-    pub(crate) fn file(&self) -> &File {
-        &self.file
-    }
-
     /// Whether this pagemap belongs to an address space that is gone: after
     /// an exec the process has a new one, and a pagemap opened before
     /// reads nothing at all (a live one reads an entry for every page,
@@ -228,76 +224,42 @@ pub(crate) fn contiguous_runs(sorted: &[u64]) -> impl Iterator<Item = &[u64]> {
 /// run of consecutive indices, all in one batch. Words past the end of the
 /// file read as 0.
 pub(crate) fn read_words(file: &File, indices: &[u64]) -> std::io::Result<Vec<u64>> {
-    let mut w = Words::new(indices);
-    let got = crate::batch::run(&mut w.requests(file).collect::<Vec<_>>());
-    w.finish(got)
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let words = read_sorted_words(file, &sorted)?;
+    Ok(indices
+        .iter()
+        .map(|i| words[sorted.binary_search(i).expect("every index was read")])
+        .collect())
 }
 
-/// A planned [`read_words`], for a round that reads other files too: build
-/// it, add its [`requests`](Self::requests) to the round, run the round and
-/// hand the requests' results (in order) to [`finish`](Self::finish).
-pub(crate) struct Words {
-    indices: Vec<u64>,
-    sorted: Vec<u64>,
-    /// Each run of consecutive indices: (position in `sorted`, length).
-    runs: Vec<(usize, usize)>,
-    buf: Vec<u8>,
-}
-
-impl Words {
-    pub(crate) fn new(indices: &[u64]) -> Self {
-        let mut sorted = indices.to_vec();
-        sorted.sort_unstable();
-        sorted.dedup();
-        let mut runs = Vec::new();
-        let mut at = 0;
-        for run in contiguous_runs(&sorted) {
-            runs.push((at, run.len()));
-            at += run.len();
-        }
-        Self {
-            indices: indices.to_vec(),
-            buf: vec![0u8; sorted.len() * 8],
-            sorted,
-            runs,
-        }
+fn read_sorted_words(file: &File, sorted: &[u64]) -> std::io::Result<Vec<u64>> {
+    let mut buf = vec![0u8; sorted.len() * 8];
+    let runs: Vec<&[u64]> = contiguous_runs(sorted).collect();
+    let mut reqs: Vec<(u64, &mut [u8])> = Vec::with_capacity(runs.len());
+    let mut rest = &mut buf[..];
+    for run in &runs {
+        let (head, tail) = rest.split_at_mut(run.len() * 8);
+        reqs.push((run[0] * 8, head));
+        rest = tail;
     }
-
-    /// One read per run of consecutive words.
-    pub(crate) fn requests<'a>(
-        &'a mut self,
-        file: &'a File,
-    ) -> impl Iterator<Item = crate::batch::Req<'a>> + 'a {
-        let mut rest = &mut self.buf[..];
-        let sorted = &self.sorted;
-        self.runs.iter().map(move |&(at, len)| {
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len * 8);
-            rest = tail;
-            crate::batch::Req::read(file, sorted[at] * 8, head)
-        })
-    }
-
-    /// The words, in the order of the indices given, from the results of
-    /// [`requests`](Self::requests); the first error fails them all.
-    pub(crate) fn finish(self, got: Vec<std::io::Result<usize>>) -> std::io::Result<Vec<u64>> {
-        let got: Vec<usize> = got.into_iter().collect::<Result<_, _>>()?;
-        let mut words = Vec::with_capacity(self.sorted.len());
-        for (&(at, len), n) in self.runs.iter().zip(got) {
-            for i in 0..len {
-                let b = &self.buf[(at + i) * 8..(at + i) * 8 + 8];
-                words.push(if (i + 1) * 8 <= n {
-                    u64::from_ne_bytes(b.try_into().expect("8 bytes"))
-                } else {
-                    0
-                });
-            }
+    let got = crate::batch::read_many(file, &mut reqs)?;
+    drop(reqs);
+    let mut words = Vec::with_capacity(sorted.len());
+    let mut at = 0;
+    for (run, n) in runs.iter().zip(got) {
+        for i in 0..run.len() {
+            let b = &buf[(at + i) * 8..(at + i) * 8 + 8];
+            words.push(if (i + 1) * 8 <= n {
+                u64::from_ne_bytes(b.try_into().expect("8 bytes"))
+            } else {
+                0
+            });
         }
-        Ok(self
-            .indices
-            .iter()
-            .map(|i| words[self.sorted.binary_search(i).expect("every index was read")])
-            .collect())
+        at += run.len();
     }
+    Ok(words)
 }
 
 /// `pread` until `buf` is full or end of file; returns the bytes read.

@@ -212,19 +212,6 @@ impl Operations for LiveOps {
     fn check_accesses(&mut self, t: &[Target], w: udamon_core::SampleWindow, a: &mut Vec<bool>) {
         delegate!(self, o => o.check_accesses(t, w, a))
     }
-    fn overlaps_samples(&self) -> bool {
-        delegate!(self, o => o.overlaps_samples())
-    }
-    fn check_then_prepare(
-        &mut self,
-        t: &[Target],
-        w: udamon_core::SampleWindow,
-        next: &[u64],
-        next_w: udamon_core::SampleWindow,
-        a: &mut Vec<bool>,
-    ) -> bool {
-        delegate!(self, o => o.check_then_prepare(t, w, next, next_w, a))
-    }
     fn end_window(&mut self, c: &mut [u32]) {
         delegate!(self, o => o.end_window(c))
     }

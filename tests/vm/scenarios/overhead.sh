@@ -2,9 +2,7 @@
 # overhead: udamon's CPU time per second of monitoring, for each monitoring
 # path the kernel offers, on one eight-objects workload, at default
 # attributes and at 1,000 regions; the idle path also with io_uring turned
-# off (UDAMON_IO_URING=0), with a sample's check and the next one's
-# preparation made apart (UDAMON_OVERLAP=0, the rounds before they were
-# overlapped), and at 100 regions (does it keep 5 ms samples?);
+# off (UDAMON_IO_URING=0) and at 100 regions (does it keep 5 ms samples?);
 # for kdamond also the kernel thread's CPU time; for every run (and for no
 # monitoring at all) the minor faults the workload takes meanwhile (soft-dirty
 # makes it fault on its first write to each page after every sample) and its
@@ -36,8 +34,7 @@ touches() {
 # unmonitored: 20 s, every object at least twice
 f0=$(minflt); t0=$(touches); sleep 20
 echo "$f0 $(minflt)" > faults-none.txt; echo "$t0 $(touches)" > touches-none.txt; echo 20 > none-duration.txt
-# measure TAG OPS [ARGS...]: one record; TAG=idle-sync turns io_uring off,
-# TAG=idle-apart the overlap of samples
+# measure TAG OPS [ARGS...]: one record; TAG=idle-sync turns io_uring off
 measure() {
     tag=$1 ops=$2; shift 2
     echo "$tag" >> runs.txt
@@ -45,7 +42,6 @@ measure() {
     watch_kdamonds "kdamond-$tag.txt"
     case $tag in
         *-sync*) run_timed "$tag" env UDAMON_IO_URING=0 "$UD" record --ops "$ops" --pid "$WL_PID" -o "$tag.udr" --duration "${secs}s" --json "$@" ;;
-        *-apart*) run_timed "$tag" env UDAMON_OVERLAP=0 "$UD" record --ops "$ops" --pid "$WL_PID" -o "$tag.udr" --duration "${secs}s" --json "$@" ;;
         *) run_timed "$tag" "$UD" record --ops "$ops" --pid "$WL_PID" -o "$tag.udr" --duration "${secs}s" --json "$@" ;;
     esac
     stop_watch
@@ -62,10 +58,9 @@ case " $paths " in *" softdirty "*)
 esac
 case " $paths " in *" idle "*)
     measure idle-sync idle
-    measure idle-apart idle
     # can the idle path keep a 5 ms sampling interval at 100 regions?
     measure idle-100 idle --min-regions 100
-    measure idle-apart-100 idle --min-regions 100 ;;
+    measure idle-sync-100 idle --min-regions 100 ;;
 esac
 for p in $paths; do measure "$p-1000" "$p" --min-regions 1000; done
 # unmonitored again at the end, for the workload's speed (TCG's drifts)

@@ -491,12 +491,6 @@ fn core_filter(filters: &[Filter], t: &mut Target, ti: usize, i: usize) -> Optio
     }
 }
 
-/// Whether an apply pass at `passed` would do anything (some scheme's
-/// apply time has come).
-pub(crate) fn any_due(schemes: &[SchemeState], passed: u64) -> bool {
-    schemes.iter().any(|s| passed >= s.next_apply)
-}
-
 /// One apply pass: every due, active scheme over every region.
 pub(crate) fn apply_schemes<O: Operations>(schemes: &mut [SchemeState], ctx: &mut Ctx<'_, O>) {
     let due: Vec<bool> = schemes

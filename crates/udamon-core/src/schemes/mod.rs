@@ -5,7 +5,7 @@ mod model;
 
 #[cfg(test)]
 use apply::add_range;
-pub(crate) use apply::{any_due, apply_schemes, update_watermarks, Ctx};
+pub(crate) use apply::{apply_schemes, update_watermarks, Ctx};
 pub use apply::{hot_score, SchemeState, MAX_SCORE};
 pub use model::*;
 
