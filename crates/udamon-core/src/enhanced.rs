@@ -97,11 +97,11 @@ struct Run {
 
 impl Run {
     /// The move predicted for the next window: the mean of the moves kept,
-    /// when there are at least [`MIN_MOVES`] of them, all one way, and the
-    /// mean is at least an eighth of the run's width (less is the edges'
-    /// jitter). A mean, because a run's edges are only as sharp as its
-    /// regions: where the regions are coarse, single moves jump by a
-    /// region's width and back.
+    /// when there are at least [`MIN_MOVES`] of them, all one way, none
+    /// under an eighth of the run's width (less is the edges' jitter) and
+    /// the longest at most four times the shortest. A mean, because a run's
+    /// edges are only as sharp as its regions: where the regions are
+    /// coarse, single moves jump by a region's width and back.
     fn predicted(&self) -> Option<i128> {
         if self.moves.len() < MIN_MOVES {
             return None;
