@@ -96,6 +96,10 @@ struct Run {
 }
 
 impl Run {
+    fn width(&self) -> u64 {
+        self.end - self.start
+    }
+
     /// The move predicted for the next window: the mean of the moves kept,
     /// when there are at least [`MIN_MOVES`] of them, all one way, none
     /// under an eighth of the run's width (less is the edges' jitter) and
@@ -106,7 +110,7 @@ impl Run {
         if self.moves.len() < MIN_MOVES {
             return None;
         }
-        let w = i128::from(self.end - self.start);
+        let w = i128::from(self.width());
         let one_way = self.moves.iter().all(|&d| d > 0) || self.moves.iter().all(|&d| d < 0);
         let (lo, hi) = self.moves.iter().fold((i128::MAX, 0), |(lo, hi), &d| {
             (lo.min(d.abs()), hi.max(d.abs()))
@@ -155,7 +159,8 @@ impl Movement {
             let mut runs = hot_runs(&t.regions, max_nr);
             let mut cuts: Vec<Addr> = Vec::new();
             let matches: Vec<Option<usize>> = runs.iter().map(|r| best_match(prev, r)).collect();
-            let widths: Vec<u64> = runs.iter().map(|r| r.end - r.start).collect();
+            // Taken before the loop below borrows the runs to fill them in.
+            let widths: Vec<u64> = runs.iter().map(Run::width).collect();
             for (run, m) in runs.iter_mut().zip(&matches) {
                 match m {
                     Some(i) => {
@@ -175,16 +180,14 @@ impl Movement {
                         // or shrinks by a quarter (a scan starting over
                         // while its end leaves the range), goes on at that
                         // one's pace.
-                        let w = run.end - run.start;
-                        let leaving = |i: usize, p: &Run| {
-                            let pw = p.end - p.start;
-                            match matches.iter().position(|m| *m == Some(i)) {
+                        let w = run.width();
+                        let leaving =
+                            |i: usize, p: &Run| match matches.iter().position(|m| *m == Some(i)) {
                                 None => true,
-                                Some(j) => widths[j] * 4 <= pw * 3,
-                            }
-                        };
+                                Some(j) => widths[j] * 4 <= p.width() * 3,
+                            };
                         let donor = prev.iter().enumerate().find(|&(i, p)| {
-                            p.predicted().is_some() && w <= 2 * (p.end - p.start) && leaving(i, p)
+                            p.predicted().is_some() && w <= 2 * p.width() && leaving(i, p)
                         });
                         if let Some((_, p)) = donor {
                             run.moves = p.moves.clone();
@@ -228,7 +231,7 @@ fn ramp_cuts(run: &Run, v: i128, min_sz: u64, cuts: &mut Vec<Addr>) {
 }
 
 fn similar_width(a: &Run, b: &Run) -> bool {
-    let (wa, wb) = (a.end - a.start, b.end - b.start);
+    let (wa, wb) = (a.width(), b.width());
     wa <= 2 * wb && wb <= 2 * wa
 }
 
@@ -251,7 +254,7 @@ fn hot_runs(regions: &[Region], max_nr: u32) -> Vec<Run> {
         }
     }
     if runs.len() > Movement::MAX_RUNS {
-        runs.sort_by_key(|r| std::cmp::Reverse(r.end - r.start));
+        runs.sort_by_key(|r| std::cmp::Reverse(r.width()));
         runs.truncate(Movement::MAX_RUNS);
         runs.sort_by_key(|r| r.start);
     }
@@ -261,7 +264,7 @@ fn hot_runs(regions: &[Region], max_nr: u32) -> Vec<Run> {
 /// The previous run `run` most likely is: of a width within a factor of
 /// two, its middle nearest to `run`'s and at most one width away.
 fn best_match(prev: &[Run], run: &Run) -> Option<usize> {
-    let w = run.end - run.start;
+    let w = run.width();
     let mid = |r: &Run| r.start / 2 + r.end / 2;
     prev.iter()
         .enumerate()
