@@ -17,7 +17,10 @@
 //!   of hot regions with the previous window's; a run that moved steadily
 //!   one way in the last three windows is predicted to move by their mean
 //!   once more, and the regions are split at its predicted edges, so that
-//!   the next window counts the run on regions that fit it.
+//!   the next window counts the run on regions that fit it. Where such a
+//!   scan will start over (the other end of its span of memory, or where
+//!   it was seen to start over on an earlier lap) is cut ahead too, and the
+//!   run that appears there goes on at the leaving run's pace.
 //!
 //! [`Operations::resident_ranges`]: crate::Operations::resident_ranges
 
@@ -126,9 +129,21 @@ impl Run {
 #[derive(Clone, Debug, Default)]
 pub struct Movement {
     runs: Vec<Vec<Run>>,
+    /// Per target, where scans were seen to start over (newest last, at
+    /// most [`Movement::MAX_RUNS`]).
+    laps: Vec<Vec<Lap>>,
     /// Windows (per target) in which a prediction cut regions, for tests
     /// and reports.
     pub predictions: u64,
+}
+
+/// Where a scan was seen to start over: a run moving steadily (up, or
+/// down) left at `turn` as a new run appeared at `restart`, behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Lap {
+    turn: Addr,
+    restart: Addr,
+    up: bool,
 }
 
 /// Pieces each predicted ramp is cut into.
@@ -137,6 +152,9 @@ const RAMP_PIECES: i128 = 4;
 const MOVES_KEPT: usize = 3;
 /// Moves seen before a run is predicted to move again.
 const MIN_MOVES: usize = 3;
+/// How deep, in moves, the far end of a span is cut for a run about to
+/// leave it.
+const RESTART_MOVES: i128 = 2;
 
 impl Movement {
     pub const MAX_RUNS: usize = 8;
@@ -154,9 +172,15 @@ impl Movement {
         min_sz: u64,
     ) {
         self.runs.resize(targets.len(), Vec::new());
+        self.laps.resize(targets.len(), Vec::new());
         let mut nr: usize = targets.iter().map(|t| t.regions.len()).sum();
-        for (t, prev) in targets.iter_mut().zip(self.runs.iter_mut()) {
+        for ((t, prev), laps) in targets
+            .iter_mut()
+            .zip(self.runs.iter_mut())
+            .zip(self.laps.iter_mut())
+        {
             let mut runs = hot_runs(&t.regions, max_nr);
+            let spans = spans(&t.regions);
             let mut cuts: Vec<Addr> = Vec::new();
             let matches: Vec<Option<usize>> = runs.iter().map(|r| best_match(prev, r)).collect();
             // Taken before the loop below borrows the runs to fill them in.
@@ -175,27 +199,60 @@ impl Movement {
                         run.moves.push(d);
                     }
                     None => {
-                        // A run that appears where none was, as a run at
-                        // least half its width that moved steadily vanishes
-                        // or shrinks by a quarter (a scan starting over
-                        // while its end leaves the range), goes on at that
-                        // one's pace.
+                        // A scan starting over: a run that appears where
+                        // none was, behind a run at least half its width
+                        // that moved steadily and vanishes or shrinks by a
+                        // quarter (its end leaving the scanned memory).
+                        // Where the new run is where such a scan starts
+                        // over (the start of its span, for a scan moving
+                        // up, or where one was seen to), it goes on at
+                        // the leaving run's pace; elsewhere it is
+                        // remembered as a lap, for the next time.
                         let w = run.width();
+                        let (s, e) = span_of(&spans, run);
                         let leaving =
                             |i: usize, p: &Run| match matches.iter().position(|m| *m == Some(i)) {
                                 None => true,
                                 Some(j) => widths[j] * 4 <= p.width() * 3,
                             };
-                        let donor = prev.iter().enumerate().find(|&(i, p)| {
-                            p.predicted().is_some() && w <= 2 * p.width() && leaving(i, p)
+                        let lap = prev.iter().enumerate().find_map(|(i, p)| {
+                            let v = p.predicted()?;
+                            let up = v > 0;
+                            let behind = if up {
+                                run.end <= p.start
+                            } else {
+                                run.start >= p.end
+                            };
+                            (behind && w <= 2 * p.width() && leaving(i, p)).then_some((
+                                p,
+                                Lap {
+                                    turn: if up { p.end } else { p.start },
+                                    restart: if up { run.start } else { run.end },
+                                    up,
+                                },
+                            ))
                         });
-                        if let Some((_, p)) = donor {
-                            run.moves = p.moves.clone();
+                        if let Some((p, lap)) = lap {
+                            let span_end = if lap.up { s } else { e };
+                            let pace = p.predicted().map_or(0, i128::abs);
+                            let known = laps.iter().any(|l| {
+                                l.up == lap.up
+                                    && i128::from(l.restart.abs_diff(lap.restart)) <= pace
+                            });
+                            if lap.restart == span_end || known {
+                                run.moves = p.moves.clone();
+                            } else {
+                                if laps.len() == Movement::MAX_RUNS {
+                                    laps.remove(0);
+                                }
+                                laps.push(lap);
+                            }
                         }
                     }
                 }
                 if let Some(v) = run.predicted() {
                     ramp_cuts(run, v, min_sz, &mut cuts);
+                    restart_cuts(span_of(&spans, run), laps, run, v, min_sz, &mut cuts);
                 }
             }
             *prev = runs;
@@ -216,15 +273,85 @@ impl Movement {
 
 /// Where to cut for a run predicted to move by `v`: the next window sees it
 /// over [start + v, end + v), with a ramp |v| wide at either end (pages the
-/// window enters or leaves while it is counted), each cut in
-/// [`RAMP_PIECES`] so that its pages' frequencies are told apart.
+/// window enters or leaves while it is counted). A run's edges are where
+/// its counts cross a quarter of the maximum, inside those ramps, so each
+/// ramp is taken as half a move either side of its predicted edge, and cut
+/// in [`RAMP_PIECES`] so that its pages' frequencies are told apart.
 fn ramp_cuts(run: &Run, v: i128, min_sz: u64, cuts: &mut Vec<Addr>) {
-    let (a, b) = (i128::from(run.start) + v, i128::from(run.end) + v);
+    let half = v.abs() / 2;
+    let (a, b) = (
+        i128::from(run.start) + v - half,
+        i128::from(run.end) + v + half,
+    );
     for k in 0..=RAMP_PIECES {
         let step = v.abs() * k / RAMP_PIECES;
         for edge in [a + step, b - step] {
             if edge > 0 && edge < i128::from(u64::MAX) {
                 cuts.push(align_down(edge as u64, min_sz));
+            }
+        }
+    }
+}
+
+/// The spans of adjacent regions (monitored memory without a gap), in
+/// order.
+fn spans(regions: &[Region]) -> Vec<(Addr, Addr)> {
+    let mut out: Vec<(Addr, Addr)> = Vec::new();
+    for r in regions {
+        match out.last_mut() {
+            Some(span) if span.1 == r.ar.start => span.1 = r.ar.end,
+            _ => out.push((r.ar.start, r.ar.end)),
+        }
+    }
+    out
+}
+
+/// The span `run` lies in (a run never crosses a gap).
+fn span_of(spans: &[(Addr, Addr)], run: &Run) -> (Addr, Addr) {
+    let i = spans.partition_point(|s| s.1 <= run.start);
+    spans.get(i).copied().unwrap_or((run.start, run.end))
+}
+
+/// A run predicted to leave the memory it scans: past the end of its span
+/// (a scan that reaches the end of its memory most often starts over at
+/// the other end), or to a lap's turn (where a scan was seen to start over
+/// before). Where it would start over is cut ahead, [`RESTART_MOVES`] moves
+/// deep, in pieces of a ramp's, so that the window entering it is seen at
+/// once.
+fn restart_cuts(
+    span: (Addr, Addr),
+    laps: &[Lap],
+    run: &Run,
+    v: i128,
+    min_sz: u64,
+    cuts: &mut Vec<Addr>,
+) {
+    let (s, e) = (i128::from(span.0), i128::from(span.1));
+    let (start, end) = (i128::from(run.start), i128::from(run.end));
+    let (up, pace) = (v > 0, v.abs());
+    let depth = RESTART_MOVES * pace;
+    // where the scan would start over, as the lowest address to cut from
+    let mut from: Vec<i128> = Vec::new();
+    if up && end + v > e {
+        from.push(s);
+    } else if !up && start + v < s {
+        from.push(e - depth);
+    }
+    for l in laps.iter().filter(|l| l.up == up) {
+        let turn = i128::from(l.turn);
+        let restart = i128::from(l.restart);
+        if up && end + v + pace / 2 >= turn && end <= turn + pace {
+            from.push(restart);
+        } else if !up && start + v - pace / 2 <= turn && start >= turn - pace {
+            from.push(restart - depth);
+        }
+    }
+    let pieces = RESTART_MOVES * RAMP_PIECES;
+    for f in from {
+        for k in 1..pieces {
+            let c = f + depth * k / pieces;
+            if c > 0 && c < i128::from(u64::MAX) {
+                cuts.push(align_down(c as u64, min_sz));
             }
         }
     }
@@ -384,9 +511,9 @@ mod tests {
         assert_eq!(rs.len(), 3);
     }
 
-    /// A hot run of 10 pages moving 5 pages a window: after three moves the
+    /// A hot run of 10 pages moving 8 pages a window: after three moves the
     /// regions are cut ahead of the fourth; when it starts over at the
-    /// bottom, it is followed there at once.
+    /// start of its span, it is followed there at once.
     #[test]
     fn steady_movement_is_predicted() {
         let mut m = Movement::default();
@@ -399,55 +526,140 @@ mod tests {
         }];
         m.observe(&mut t, 20, 1000, P);
         assert_eq!(t[0].regions.len(), 3, "first sighting: nothing to match");
-        for at in [105, 110] {
+        for at in [108, 116] {
             t[0].regions = window(at);
             m.observe(&mut t, 20, 1000, P);
             assert_eq!(t[0].regions.len(), 3, "not yet steady at {at}");
         }
-        t[0].regions = window(115);
+        t[0].regions = window(124);
         m.observe(&mut t, 20, 1000, P);
         let starts: Vec<u64> = t[0].regions.iter().map(|r| r.ar.start / P).collect();
-        // the run's next place, 120-130, and its two 5-page ramps in quarters
+        // the run's next place, 132-142, and its two 8-page ramps centred
+        // on those edges, in quarters
         assert_eq!(
             starts,
-            vec![0, 115, 120, 121, 122, 123, 125, 126, 127, 128, 130]
+            vec![0, 124, 128, 130, 132, 134, 136, 138, 140, 142, 144, 146]
         );
         assert_eq!(m.predictions, 1);
-        // a jump back (a sweep wrapping round): the run goes on from there
-        t[0].regions = window(10);
+        // starting over at the span's start (a sweep wrapping round): the
+        // run goes on from there
+        t[0].regions = vec![reg(0, 10, 20), reg(10, 1000, 0)];
         m.observe(&mut t, 20, 1000, P);
         let starts: Vec<u64> = t[0].regions.iter().map(|r| r.ar.start / P).collect();
-        assert_eq!(starts, vec![0, 10, 15, 16, 17, 18, 20, 21, 22, 23, 25]);
+        assert_eq!(starts, vec![0, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22]);
     }
 
-    /// A scan that starts over while its end still leaves the range: the
-    /// new run at the bottom takes the shrinking run's pace; a run that
-    /// appears while the moving one keeps its width does not.
+    /// A scan that starts over at its span's start while its end still
+    /// leaves the span: the new run takes the shrinking run's pace. Not
+    /// when the moving run keeps its width, nor when the new run appears
+    /// anywhere but at the span's start.
     #[test]
     fn a_run_starting_over_takes_the_leaving_runs_pace() {
-        for (shrinks, predicted) in [(true, true), (false, false)] {
+        for (shrinks, at_start, predicted) in [
+            (true, true, true),
+            (false, true, false),
+            (true, false, false),
+        ] {
             let mut m = Movement::default();
-            for at in [100, 105, 110, 115] {
+            for at in [100, 108, 116, 124] {
                 let mut t = [Target {
                     pid: 0,
                     regions: vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)],
                 }];
                 m.observe(&mut t, 20, 1000, P);
             }
-            let top = if shrinks { (120, 126) } else { (120, 130) };
-            let mut t = [Target {
-                pid: 0,
-                regions: vec![
-                    reg(0, 10, 0),
-                    reg(10, 14, 20),
-                    reg(14, top.0, 0),
-                    reg(top.0, top.1, 20),
-                    reg(top.1, 1000, 0),
-                ],
-            }];
+            let top = if shrinks { (132, 138) } else { (132, 142) };
+            let low = if at_start { 0 } else { 10 };
+            let mut regions = vec![
+                reg(low, low + 4, 20),
+                reg(low + 4, top.0, 0),
+                reg(top.0, top.1, 20),
+                reg(top.1, 1000, 0),
+            ];
+            if !at_start {
+                regions.insert(0, reg(0, low, 0));
+            }
+            let mut t = [Target { pid: 0, regions }];
             m.observe(&mut t, 20, 1000, P);
-            let cut_low = t[0].regions.iter().any(|r| r.ar.start == 19 * P);
-            assert_eq!(cut_low, predicted, "shrinks: {shrinks}");
+            // a cut in the new run's predicted trailing ramp: its start
+            // low + 8, less half a move, plus a quarter move
+            let cut_low = t[0]
+                .regions
+                .iter()
+                .any(|r| r.ar.start == (low + 4) * P + 2 * P);
+            assert_eq!(
+                cut_low, predicted,
+                "shrinks: {shrinks}, at the start: {at_start}"
+            );
+        }
+    }
+
+    /// A run about to move past its span's end: the span's start is cut
+    /// ahead, two moves deep in quarter moves, for a scan starting over.
+    #[test]
+    fn a_run_leaving_its_span_has_the_span_start_cut_ahead() {
+        let mut m = Movement::default();
+        let window = |at: u64| -> Vec<Region> {
+            vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 196, 0)]
+        };
+        let mut t = [Target {
+            pid: 0,
+            regions: window(150),
+        }];
+        m.observe(&mut t, 20, 1000, P);
+        for at in [158, 166, 174] {
+            t[0].regions = window(at);
+            m.observe(&mut t, 20, 1000, P);
+        }
+        // 174-184 moving 8 a window stays inside 0-196: nothing at the start
+        assert_eq!(t[0].regions[0].ar, AddrRange::new(0, 174 * P));
+        t[0].regions = window(182);
+        m.observe(&mut t, 20, 1000, P);
+        let low: Vec<u64> = t[0]
+            .regions
+            .iter()
+            .map(|r| r.ar.start / P)
+            .filter(|&s| s < 100)
+            .collect();
+        assert_eq!(low, vec![0, 2, 4, 6, 8, 10, 12, 14]);
+    }
+
+    /// A scan over part of a span (200-300 of 0-1000), 10 pages wide,
+    /// 8 pages a window. Its first lap is remembered, not followed: the new
+    /// run at 200 is not at the span's start. On the second lap, the start
+    /// is cut ahead as the run nears 300, and the new run takes its pace.
+    #[test]
+    fn a_scan_over_part_of_a_span_is_learnt_from_its_first_lap() {
+        let mut m = Movement::default();
+        let window = |at: u64| -> Vec<Region> {
+            vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)]
+        };
+        let starting_over = |at: u64| -> Vec<Region> {
+            vec![
+                reg(0, 200, 0),
+                reg(200, 204, 20),
+                reg(204, at, 0),
+                reg(at, at + 4, 20),
+                reg(at + 4, 1000, 0),
+            ]
+        };
+        let mut t = [Target {
+            pid: 0,
+            regions: Vec::new(),
+        }];
+        let cut_ahead = |t: &[Target]| t[0].regions.iter().any(|r| r.ar.start == 202 * P);
+        for lap in 0..2 {
+            for at in [258, 266, 274, 282] {
+                t[0].regions = window(at);
+                m.observe(&mut t, 20, 1000, P);
+            }
+            // 282-292 predicted to 290-300: at the turn on the second lap
+            assert_eq!(cut_ahead(&t), lap == 1, "lap {lap}");
+            t[0].regions = starting_over(296);
+            m.observe(&mut t, 20, 1000, P);
+            // the new run 200-204, predicted 204-212 with ramps from 200
+            let followed = t[0].regions.iter().any(|r| r.ar.start == 214 * P);
+            assert_eq!(followed, lap == 1, "lap {lap}");
         }
     }
 

@@ -86,7 +86,7 @@ fn the_pages_commands_run_as_written() {
     }
     let _ = target.kill();
     let _ = target.wait();
-    assert_eq!(ran, 4);
+    assert_eq!(ran, 6);
 }
 
 fn copy_dir(from: &Path, to: &Path) {

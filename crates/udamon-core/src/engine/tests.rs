@@ -615,12 +615,13 @@ fn enhanced_mode_follows_a_sweep() {
     let mean =
         |mode| seeds.clone().map(|s| overlap(mode, s)).sum::<f64>() / seeds.clone().count() as f64;
     let (kernel, enhanced) = (mean(Adaptation::Adaptive), mean(Adaptation::Enhanced));
-    // measured: 0.967 against 0.914 (seeded, so reproducible)
+    // measured: 0.982 against 0.914 (seeded, so reproducible; 0.967
+    // before the ramps were centred on the predicted edges)
     assert!(
         enhanced >= kernel + 0.02,
         "enhanced {enhanced:.3} vs kernel {kernel:.3}"
     );
-    assert!(enhanced > 0.95, "enhanced {enhanced:.3}");
+    assert!(enhanced > 0.97, "enhanced {enhanced:.3}");
 }
 
 /// The attributes' mode turns adaptive regions enhanced, and a commit of
