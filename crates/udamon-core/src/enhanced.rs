@@ -186,6 +186,7 @@ impl Movement {
             // Taken before the loop below borrows the runs to fill them in.
             let widths: Vec<u64> = runs.iter().map(Run::width).collect();
             for (run, m) in runs.iter_mut().zip(&matches) {
+                let span = span_of(&spans, run);
                 match m {
                     Some(i) => {
                         let p = &prev[*i];
@@ -209,7 +210,6 @@ impl Movement {
                         // the leaving run's pace; elsewhere it is
                         // remembered as a lap, for the next time.
                         let w = run.width();
-                        let (s, e) = span_of(&spans, run);
                         let leaving =
                             |i: usize, p: &Run| match matches.iter().position(|m| *m == Some(i)) {
                                 None => true,
@@ -225,6 +225,7 @@ impl Movement {
                             };
                             (behind && w <= 2 * p.width() && leaving(i, p)).then_some((
                                 p,
+                                v.abs(),
                                 Lap {
                                     turn: if up { p.end } else { p.start },
                                     restart: if up { run.start } else { run.end },
@@ -232,9 +233,8 @@ impl Movement {
                                 },
                             ))
                         });
-                        if let Some((p, lap)) = lap {
-                            let span_end = if lap.up { s } else { e };
-                            let pace = p.predicted().map_or(0, i128::abs);
+                        if let Some((p, pace, lap)) = lap {
+                            let span_end = if lap.up { span.0 } else { span.1 };
                             let known = laps.iter().any(|l| {
                                 l.up == lap.up
                                     && i128::from(l.restart.abs_diff(lap.restart)) <= pace
@@ -252,7 +252,7 @@ impl Movement {
                 }
                 if let Some(v) = run.predicted() {
                     ramp_cuts(run, v, min_sz, &mut cuts);
-                    restart_cuts(span_of(&spans, run), laps, run, v, min_sz, &mut cuts);
+                    restart_cuts(span, laps, run, v, min_sz, &mut cuts);
                 }
             }
             *prev = runs;
@@ -286,10 +286,15 @@ fn ramp_cuts(run: &Run, v: i128, min_sz: u64, cuts: &mut Vec<Addr>) {
     for k in 0..=RAMP_PIECES {
         let step = v.abs() * k / RAMP_PIECES;
         for edge in [a + step, b - step] {
-            if edge > 0 && edge < i128::from(u64::MAX) {
-                cuts.push(align_down(edge as u64, min_sz));
-            }
+            cut_at(edge, min_sz, cuts);
         }
+    }
+}
+
+/// A cut at `c`, aligned down to `min_sz`, where `c` is an address.
+fn cut_at(c: i128, min_sz: u64, cuts: &mut Vec<Addr>) {
+    if c > 0 && c < i128::from(u64::MAX) {
+        cuts.push(align_down(c as u64, min_sz));
     }
 }
 
@@ -349,10 +354,7 @@ fn restart_cuts(
     let pieces = RESTART_MOVES * RAMP_PIECES;
     for f in from {
         for k in 1..pieces {
-            let c = f + depth * k / pieces;
-            if c > 0 && c < i128::from(u64::MAX) {
-                cuts.push(align_down(c as u64, min_sz));
-            }
+            cut_at(f + depth * k / pieces, min_sz, cuts);
         }
     }
 }
@@ -496,6 +498,11 @@ mod tests {
         }
     }
 
+    /// A span of pages 0..end, cold but for 10 hot pages from `at`.
+    fn hot_at(at: u64, end: u64) -> Vec<Region> {
+        vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, end, 0)]
+    }
+
     #[test]
     fn split_at_cuts_inside_regions_within_budget() {
         let mut rs = vec![reg(0, 10, 1), reg(10, 20, 2)];
@@ -517,9 +524,7 @@ mod tests {
     #[test]
     fn steady_movement_is_predicted() {
         let mut m = Movement::default();
-        let window = |at: u64| -> Vec<Region> {
-            vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)]
-        };
+        let window = |at: u64| hot_at(at, 1000);
         let mut t = [Target {
             pid: 0,
             regions: window(100),
@@ -564,7 +569,7 @@ mod tests {
             for at in [100, 108, 116, 124] {
                 let mut t = [Target {
                     pid: 0,
-                    regions: vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)],
+                    regions: hot_at(at, 1000),
                 }];
                 m.observe(&mut t, 20, 1000, P);
             }
@@ -599,9 +604,7 @@ mod tests {
     #[test]
     fn a_run_leaving_its_span_has_the_span_start_cut_ahead() {
         let mut m = Movement::default();
-        let window = |at: u64| -> Vec<Region> {
-            vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 196, 0)]
-        };
+        let window = |at: u64| hot_at(at, 196);
         let mut t = [Target {
             pid: 0,
             regions: window(150),
@@ -631,9 +634,7 @@ mod tests {
     #[test]
     fn a_scan_over_part_of_a_span_is_learnt_from_its_first_lap() {
         let mut m = Movement::default();
-        let window = |at: u64| -> Vec<Region> {
-            vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)]
-        };
+        let window = |at: u64| hot_at(at, 1000);
         let starting_over = |at: u64| -> Vec<Region> {
             vec![
                 reg(0, 200, 0),
@@ -672,7 +673,7 @@ mod tests {
             for at in places {
                 let mut t = [Target {
                     pid: 0,
-                    regions: vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)],
+                    regions: hot_at(at, 1000),
                 }];
                 m.observe(&mut t, 20, 1000, P);
                 assert_eq!(t[0].regions.len(), 3, "{places:?} at {at}");
@@ -687,7 +688,7 @@ mod tests {
         for at in [100, 105, 110] {
             let mut t = [Target {
                 pid: 0,
-                regions: vec![reg(0, at, 0), reg(at, at + 10, 20), reg(at + 10, 1000, 0)],
+                regions: hot_at(at, 1000),
             }];
             m.observe(&mut t, 20, 3, P);
             assert_eq!(t[0].regions.len(), 3);

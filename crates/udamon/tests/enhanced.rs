@@ -98,7 +98,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// On the spec the mode is for, the enhanced mode finds the hot object
-/// (hot_f1 0.960 measured) and the kernel's mode does not (0.000); the
+/// (hot_f1 0.976 measured) and the kernel's mode does not (0.000); the
 /// record says which mode made it.
 #[test]
 fn enhanced_finds_what_the_kernel_mode_misses() {
