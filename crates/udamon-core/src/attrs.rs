@@ -100,7 +100,10 @@ pub fn max_nr_accesses(sample_us: u64, aggr_us: u64) -> u32 {
 }
 
 impl Attrs {
-    /// Checks the attributes the way the kernel does before committing them.
+    /// Checks the attributes the way the kernel does before committing them,
+    /// and refuses an ops update interval shorter than a sample, which the
+    /// kernel takes (it then updates at every sample; README, "How udamon
+    /// differs").
     pub fn validate(&self) -> Result<(), Error> {
         if self.sample_us == 0 {
             return Err(Error::InvalidAttrs(
@@ -117,6 +120,13 @@ impl Attrs {
             return Err(Error::InvalidAttrs(format!(
                 "min_nr_regions {} is above max_nr_regions {}",
                 self.min_nr_regions, self.max_nr_regions
+            )));
+        }
+        if self.update_us < self.sample_us {
+            return Err(Error::InvalidAttrs(format!(
+                "ops update interval {}us is shorter than the sampling interval {}us (give at \
+                 least the sampling interval; damo's default is 1s)",
+                self.update_us, self.sample_us
             )));
         }
         if self.sample_us > self.aggr_us {
@@ -173,6 +183,13 @@ mod tests {
         let ok = Attrs::default();
         let cases: &[(Attrs, Option<&str>)] = &[
             (ok, None),
+            (
+                Attrs {
+                    update_us: 0,
+                    ..ok
+                },
+                Some("ops update interval 0us is shorter"),
+            ),
             (
                 Attrs {
                     min_nr_regions: 2,

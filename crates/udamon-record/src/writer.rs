@@ -64,6 +64,12 @@ impl Writer<BufWriter<File>> {
         let f = File::create(path).map_err(io)?;
         Self::with_path(BufWriter::new(f), header, Some(path.to_path_buf()))
     }
+
+    /// Writes the header to `file`, opened by the caller (with the flags
+    /// it needs, such as `O_EXCL | O_NOFOLLOW`); `path` names it in errors.
+    pub fn from_file(file: File, path: &Path, header: &Header) -> Result<Self, Error> {
+        Self::with_path(BufWriter::new(file), header, Some(path.to_path_buf()))
+    }
 }
 
 fn empty_summary() -> FrameHeader {

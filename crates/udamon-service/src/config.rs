@@ -18,6 +18,90 @@ use crate::presets;
 /// Where the control socket is unless the config says otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/udamon/udamon.sock";
 
+/// The smallest `record.max_total`: a record's header and first frames.
+const MIN_RECORD_TOTAL: u64 = 64 << 10;
+
+/// The longest path a Unix socket's address holds (`sun_path`, with its
+/// terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Refuses a directory to write into under /proc or /sys (the kernel's
+/// files, never a place for records), however it is spelt.
+fn refuse_kernel_dir(key: &str, dir: &Path) -> Result<(), String> {
+    let plain = lexical(dir);
+    // Resolve what exists of it too: a symlink elsewhere that lands there.
+    let real = dir
+        .ancestors()
+        .find_map(|a| a.canonicalize().ok().map(|r| (a, r)))
+        .map(|(a, r)| r.join(dir.strip_prefix(a).unwrap_or(Path::new(""))));
+    for p in std::iter::once(plain).chain(real) {
+        if p.starts_with("/proc") || p.starts_with("/sys") || p.starts_with("/dev") {
+            return Err(format!(
+                "{key} = \"{}\" is under {}: the kernel's files are no place for records; give \
+                 a directory such as /var/lib/udamon/JOB",
+                dir.display(),
+                p.components().take(2).collect::<PathBuf>().display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `path` with `.` and `..` folded without asking the file system.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The control socket's path from the config, checked: absolute (or
+/// relative to the config's directory, like every path in it), never an
+/// abstract name, short enough for a socket address.
+fn socket_path(raw: Option<&Path>, base: &Path) -> Result<PathBuf, String> {
+    let Some(p) = raw else {
+        return Ok(PathBuf::from(DEFAULT_SOCKET));
+    };
+    let shown = p.display();
+    if p.as_os_str().is_empty() {
+        return Err(
+            "socket = \"\": an empty path would bind an abstract socket that any user can \
+             reach; give a file path like /run/udamon/udamon.sock"
+                .into(),
+        );
+    }
+    if p.as_os_str().as_encoded_bytes().first() == Some(&b'@') || p.to_string_lossy().contains('\0')
+    {
+        return Err(format!(
+            "socket = \"{shown}\": abstract socket names are refused (any user could reach \
+             them); give a file path like /run/udamon/udamon.sock"
+        ));
+    }
+    let path = lexical(&base.join(p));
+    if path.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(format!(
+            "socket = \"{shown}\": the path is {} bytes, and a socket's address holds at most \
+             {MAX_SOCKET_PATH}; give a shorter one",
+            path.as_os_str().len()
+        ));
+    }
+    if path.file_name().is_none() {
+        return Err(format!(
+            "socket = \"{shown}\": give a file path, like /run/udamon/udamon.sock"
+        ));
+    }
+    refuse_kernel_dir("socket", &path)?;
+    Ok(path)
+}
+
 /// A config that cannot be used: which file, where, and why.
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: {msg}")]
@@ -70,6 +154,8 @@ struct RawJob {
     record: Option<RawRecord>,
     #[serde(default)]
     guardrails: RawGuardrails,
+    #[serde(default)]
+    optional: bool,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -218,6 +304,12 @@ pub struct JobPlan {
     /// Switch the kernel's reclaim-time demotion on while the job runs
     /// (preset tiering's backstop).
     pub demotion_backstop: bool,
+    /// A job this machine cannot run is skipped with a warning instead of
+    /// stopping the service's start (`optional = true`).
+    pub optional: bool,
+    /// The files the job reads its orders from (scheme files, a workload
+    /// spec), checked like the config when the service runs as root.
+    pub inputs: Vec<PathBuf>,
 }
 
 impl JobPlan {
@@ -257,6 +349,23 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The files the service takes orders from: the config, then each
+    /// job's scheme files and workload specs.
+    pub fn files(&self) -> Vec<(&Path, &'static str)> {
+        let mut out = vec![(self.file.as_path(), "config")];
+        for j in &self.jobs {
+            for p in &j.inputs {
+                let what = if matches!(&j.target, TargetPlan::Sim { path, .. } if path == p) {
+                    "workload spec"
+                } else {
+                    "scheme file"
+                };
+                out.push((p.as_path(), what));
+            }
+        }
+        out
+    }
+
     /// Reads and resolves `path`.
     pub fn load(path: &Path) -> Result<Plan, ConfigError> {
         Self::load_on(path, Path::new("/"))
@@ -339,10 +448,11 @@ impl Plan {
         Ok(Plan {
             file: path.to_path_buf(),
             listen,
-            socket: raw
-                .socket
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET)),
+            socket: socket_path(
+                raw.socket.as_deref(),
+                &std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf()),
+            )
+            .map_err(err)?,
             jobs,
         })
     }
@@ -374,6 +484,23 @@ fn guardrails(global: &RawGuardrails, job: &RawGuardrails) -> Result<Guardrails,
         if !(0.0..=100.0).contains(&a) {
             return Err(format!(
                 "guardrails.psi_pause_above = {a}: give a percentage of time stalled, 0 to 100"
+            ));
+        }
+    }
+    if above == Some(0.0) {
+        return Err(
+            "guardrails.psi_pause_above = 0: pressure never falls below 0, so the job would \
+             never resume; give a percentage above 0 (like 40)"
+                .into(),
+        );
+    }
+    if let Some(b) = below {
+        // Resuming needs a pressure below the threshold, and pressure is
+        // never below 0: at 0 or under, a paused job would stay paused.
+        if !(b > 0.0 && b <= 100.0) {
+            return Err(format!(
+                "guardrails.psi_resume_below = {b}: give a percentage of time stalled above 0 \
+                 and at most 100 (at 0 or below, a paused job would never resume)"
             ));
         }
     }
@@ -743,6 +870,14 @@ fn resolve_job(
         target: &target,
     };
     let (schemes, scheme_origins) = schemes(&j.schemes, base, &ctx)?;
+    let mut inputs: Vec<PathBuf> = j
+        .schemes
+        .iter()
+        .filter_map(|s| s.file.as_ref().map(|f| base.join(f)))
+        .collect();
+    if let TargetPlan::Sim { path, .. } = &target {
+        inputs.push(path.clone());
+    }
     // The seed's tiering runs with interval auto-tuning; say
     // auto_intervals = false to turn it off.
     if j.attrs.auto_intervals.is_none() && scheme_origins.iter().any(|o| o == "preset tiering") {
@@ -787,8 +922,16 @@ fn resolve_job(
                 .max_total
                 .as_ref()
                 .map_or(Ok(1 << 30), |v| size("record.max_total", v))?;
+            if max_total_bytes < MIN_RECORD_TOTAL {
+                return Err(format!(
+                    "record.max_total = {max_total_bytes} bytes: the job's records could not \
+                     hold one file; give at least 64K (like \"1G\"), or leave [jobs.record] out"
+                ));
+            }
+            let dir = base.join(&r.dir);
+            refuse_kernel_dir("record.dir", &dir)?;
             Some(RecordPlan {
-                dir: base.join(&r.dir),
+                dir,
                 rotate_us,
                 max_total_bytes,
             })
@@ -821,6 +964,8 @@ fn resolve_job(
             .schemes
             .iter()
             .any(|s| s.preset.as_deref() == Some("tiering") && s.backstop != Some(false)),
+        optional: j.optional,
+        inputs,
     })
 }
 

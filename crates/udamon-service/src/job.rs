@@ -17,6 +17,7 @@ use udamon_session::{path_blocker, Event, LiveTarget, OpsChoice, Recorder, Sessi
 use crate::config::{JobPlan, TargetPlan};
 use crate::guard::{Breaker, RssBudget};
 use crate::log;
+use crate::records::RecordDir;
 use crate::status::{GoalStatus, JobStatus, SchemeStatus, ServiceStatus, WorkerStatus};
 
 /// What every job shares: the status, the machine's root and features,
@@ -330,63 +331,21 @@ fn set_worker(env: &Env, job: &str, id: u64, f: impl FnOnce(&mut WorkerStatus)) 
     env.with_job(job, |j| f(j.workers.entry(id).or_default()));
 }
 
-/// Opens a new record file for a session: `DIR/JOB-ID-UNIXTIME.udr`.
+/// Opens a new record file for a session in the job's record directory:
+/// `DIR/JOB-ID-UNIXTIME.udr`, created exclusively (records.rs).
 fn open_record(
-    plan: &JobPlan,
+    dir: &RecordDir,
+    job: &str,
     id: u64,
     session: &Session,
 ) -> Result<(PathBuf, udamon_session::FileWriter), String> {
-    let r = plan.record.as_ref().ok_or("no record")?;
-    std::fs::create_dir_all(&r.dir)
-        .map_err(|e| format!("cannot create {}: {e}", r.dir.display()))?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let mut path = r.dir.join(format!("{}-{id}-{now}.udr", plan.name));
-    let mut n = 1;
-    while path.exists() {
-        path = r.dir.join(format!("{}-{id}-{now}.{n}.udr", plan.name));
-        n += 1;
-    }
-    let w = Writer::create(&path, &session.header())
+    let (path, file) = dir.create(job, id, now)?;
+    let w = Writer::from_file(file, &path, &session.header())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok((path, w))
-}
-
-/// Removes the job's oldest record files until they fit `max_total`,
-/// never the one being written.
-pub fn prune_records(dir: &Path, job: &str, max_total: u64, keep: &Path) -> Vec<PathBuf> {
-    let prefix = format!("{job}-");
-    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            n.starts_with(&prefix) && n.ends_with(".udr")
-        })
-        .filter_map(|e| {
-            let m = e.metadata().ok()?;
-            Some((m.modified().ok()?, m.len(), e.path()))
-        })
-        .collect();
-    files.sort();
-    let mut total: u64 = files.iter().map(|f| f.1).sum();
-    let mut removed = Vec::new();
-    for (_, len, p) in files {
-        if total <= max_total {
-            break;
-        }
-        if p == keep {
-            continue;
-        }
-        if std::fs::remove_file(&p).is_ok() {
-            total -= len;
-            removed.push(p);
-        }
-    }
-    removed
 }
 
 fn scheme_statuses(plan: &JobPlan) -> Vec<SchemeStatus> {
@@ -491,8 +450,16 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
     });
     let mut record_path = None;
     let mut record_started = Instant::now();
-    let writer = if plan.record.is_some() {
-        match open_record(&plan, id, &session) {
+    let record_dir = match plan.record.as_ref().map(|r| RecordDir::open(&r.dir)) {
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => {
+            log::error(Some(&job), &format!("recording off: {e}"));
+            None
+        }
+        None => None,
+    };
+    let writer = if let Some(dir) = &record_dir {
+        match open_record(dir, &job, id, &session) {
             Ok((p, w)) => {
                 record_path = Some(p);
                 Some(w)
@@ -696,16 +663,16 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
             }
         }
         // Rotation.
-        if let Some(r) = plan.record.as_ref() {
+        if let (Some(r), Some(dir)) = (plan.record.as_ref(), &record_dir) {
             if record_path.is_some()
                 && record_started.elapsed() >= Duration::from_micros(r.rotate_us)
             {
-                match open_record(&plan, id, &session) {
+                match open_record(dir, &job, id, &session) {
                     Ok((p, w)) => {
                         if let Err(e) = recorder.replace_writer(Some(w)) {
                             log::warn(Some(&job), &format!("closing the previous record: {e}"));
                         }
-                        for old in prune_records(&r.dir, &job, r.max_total_bytes, &p) {
+                        for old in dir.prune(&job, r.max_total_bytes, &p) {
                             log::info(
                                 Some(&job),
                                 &format!("removed {} (record.max_total)", old.display()),

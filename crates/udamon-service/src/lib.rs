@@ -6,12 +6,15 @@
 
 pub mod config;
 pub mod guard;
+pub mod http;
 pub mod job;
 pub mod log;
 pub mod metrics;
 pub mod presets;
+pub mod records;
 pub mod service;
 pub mod status;
+pub mod trust;
 
 pub use config::{ConfigError, Plan};
-pub use service::{check, ctl_request, run, Check, Options, ServiceError};
+pub use service::{check, ctl_request, run, Check, Options, ServiceError, Verdict};

@@ -39,12 +39,31 @@ pub fn enabled(l: Level) -> bool {
     l as u8 <= LEVEL.load(Ordering::Relaxed)
 }
 
-/// A value as logfmt writes it: bare when it has no blank, quote or `=`.
+/// A value as logfmt writes it: bare when it has no blank, quote, `=` or
+/// control character; otherwise quoted, with `\\`, `"`, newlines, tabs and
+/// every other control character escaped, so that no value (a monitored
+/// program's path, a config's error) can end the line or forge another.
 fn quote(v: &str) -> String {
-    if !v.is_empty() && !v.contains(|c: char| c.is_whitespace() || c == '"' || c == '=') {
+    let plain = !v.is_empty()
+        && !v.contains(|c: char| c.is_whitespace() || c.is_control() || c == '"' || c == '=');
+    if plain {
         return v.to_string();
     }
-    format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+    let mut out = String::with_capacity(v.len() + 2);
+    out.push('"');
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:04x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The UTC time as RFC 3339 (seconds, with milliseconds).
@@ -115,6 +134,21 @@ mod tests {
         assert_eq!(quote("a b"), "\"a b\"");
         assert_eq!(quote("say \"x\""), "\"say \\\"x\\\"\"");
         assert_eq!(quote(""), "\"\"");
+    }
+
+    #[test]
+    fn no_value_can_end_the_line_or_forge_a_field() {
+        let forged = "x\nts=2026-01-01T00:00:00.000Z level=info msg=forged";
+        let q = quote(forged);
+        assert!(!q.contains('\n'), "{q}");
+        assert_eq!(q, "\"x\\nts=2026-01-01T00:00:00.000Z level=info msg=forged\"");
+        assert_eq!(quote("a\rb"), "\"a\\rb\"");
+        assert_eq!(quote("bell\u{7}"), "\"bell\\u{0007}\"");
+        assert_eq!(quote("esc\u{1b}[31m"), "\"esc\\u{001b}[31m\"");
+        assert_eq!(quote("back\\slash x"), "\"back\\\\slash x\"");
+        for v in ["a\u{0}b", "\u{85}next", "tab\there"] {
+            assert!(!quote(v).chars().any(char::is_control), "{v:?}");
+        }
     }
 
     #[test]

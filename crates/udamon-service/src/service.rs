@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +21,7 @@ use udamon_session::{LiveTarget, Spec};
 use crate::config::{ConfigError, JobPlan, Plan, TargetPlan};
 use crate::job::{matching_pids, Env, Job};
 use crate::log;
-use crate::metrics::{psi_some_avg10, render, Machine, CONTENT_TYPE};
+use crate::metrics::psi_some_avg10;
 use crate::status::ServiceStatus;
 
 /// How long jobs have to stop before our kdamond is turned off under them.
@@ -30,18 +30,47 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Why the service could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
+    /// The config, or a file it names, is refused (the user's to fix).
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The endpoint or the socket could not be set up.
+    /// A job needs what this machine lacks (and is not optional).
+    #[error("{0}")]
+    Capability(String),
+    /// The endpoint, the socket or a record directory could not be set up.
     #[error("{0}")]
     Setup(String),
 }
 
 /// How the service runs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     /// "/" in production; a fake tree in tests.
     pub root: PathBuf,
+    /// Run as root on a config, scheme file or spec that another user
+    /// could have written (refused by default; trust.rs).
+    pub allow_insecure_files: bool,
+}
+
+/// Refuses, when running as root, a file of the plan that another user
+/// could have written.
+fn check_trust(plan: &Plan, opts: &Options) -> Result<(), ServiceError> {
+    if opts.allow_insecure_files || !crate::trust::running_as_root() {
+        return Ok(());
+    }
+    for (path, what) in plan.files() {
+        crate::trust::check(path, what, 0).map_err(|msg| ConfigError {
+            file: plan.file.display().to_string(),
+            msg,
+        })?;
+    }
+    Ok(())
+}
+
+/// Reads the config and checks its files' trust.
+fn load(config: &Path, opts: &Options) -> Result<Plan, ServiceError> {
+    let plan = Plan::load_on(config, &opts.root)?;
+    check_trust(&plan, opts)?;
+    Ok(plan)
 }
 
 enum Request {
@@ -65,6 +94,12 @@ pub struct JobCheck {
     pub schemes: Vec<String>,
     pub guardrails: String,
     pub record: Option<String>,
+    /// Skipped, not fatal, where it cannot run.
+    pub optional: bool,
+    /// Why it cannot run is a capability the machine lacks (exit 3), not
+    /// a scheme the path refuses (exit 2).
+    #[serde(skip)]
+    pub missing_capability: bool,
 }
 
 /// What `udamon run --check` prints.
@@ -74,19 +109,71 @@ pub struct Check {
     pub listen: Option<String>,
     pub socket: String,
     pub jobs: Vec<JobCheck>,
+    /// What would stop `udamon run` from starting (the endpoint, the
+    /// socket, record directories), each with its fix.
+    pub problems: Vec<String>,
+}
+
+/// How a check ends: what `--check` exits with and `run` refuses to start.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Ok,
+    /// A set-up problem (port, socket, record directory): exit 1.
+    Setup,
+    /// A job this machine cannot run: exit 3.
+    Capability,
+    /// A job whose schemes its path refuses: exit 2.
+    Usage,
 }
 
 impl Check {
-    /// Whether every job can run here.
+    /// Whether every job can run here and nothing stops the start.
     pub fn ok(&self) -> bool {
-        self.jobs.iter().all(|j| j.path.is_ok())
+        self.verdict() == Verdict::Ok
+    }
+
+    /// The worst of what stops the start (optional jobs never do).
+    pub fn verdict(&self) -> Verdict {
+        let failing = || self.jobs.iter().filter(|j| j.path.is_err() && !j.optional);
+        if failing().any(|j| !j.missing_capability) {
+            Verdict::Usage
+        } else if failing().next().is_some() {
+            Verdict::Capability
+        } else if !self.problems.is_empty() {
+            Verdict::Setup
+        } else {
+            Verdict::Ok
+        }
+    }
+
+    /// Every reason the start would fail, one per line.
+    pub fn reasons(&self) -> String {
+        let mut out: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|j| !j.optional)
+            .filter_map(|j| {
+                j.path
+                    .as_ref()
+                    .err()
+                    .map(|e| format!("job {}: {e} (or mark the job optional = true)", j.name))
+            })
+            .collect();
+        out.extend(self.problems.iter().cloned());
+        out.join("\n")
     }
 }
 
 /// Validates the config and says what each job would do on this machine,
-/// touching nothing.
+/// and whether the endpoint, the socket and the record directories can be
+/// set up (each tried and released), changing nothing.
 pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
-    let plan = Plan::load_on(path, &opts.root)?;
+    let plan = load(path, opts)?;
+    Ok(check_plan(&plan, opts))
+}
+
+fn check_plan(plan: &Plan, opts: &Options) -> Check {
+    let path = &plan.file;
     let features = probe(&opts.root);
     let mut kdamond_taken = false;
     let jobs = plan
@@ -132,7 +219,15 @@ pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
                 }
                 kdamond_taken = true;
             }
+            let missing_capability =
+                matches!(&result, Err(udamon_session::SessionError::Capability(_)));
             let (path, because) = match result {
+                // A process set whose processes have not appeared yet
+                // waits for them: no error, but said.
+                Ok((p, b)) if j.target.is_set() && processes.is_empty() => (
+                    Ok(p.to_string()),
+                    format!("{b}; no process matches yet: it waits, and starts a session for each as it appears"),
+                ),
                 Ok((p, b)) => (Ok(p.to_string()), b),
                 Err(e) => (Err(e.to_string()), String::new()),
             };
@@ -183,15 +278,76 @@ pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
                         fmt_bytes(r.max_total_bytes)
                     )
                 }),
+                optional: j.optional,
+                missing_capability,
             }
         })
         .collect();
-    Ok(Check {
+    Check {
         config: path.display().to_string(),
         listen: plan.listen.map(|l| l.to_string()),
         socket: plan.socket.display().to_string(),
         jobs,
-    })
+        problems: setup_problems(plan),
+    }
+}
+
+/// Tries what `run` sets up before any job starts, releasing each: the
+/// endpoint's address, the control socket's path, the record directories.
+fn setup_problems(plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(addr) = plan.listen {
+        if let Err(e) = crate::http::bind(addr) {
+            out.push(format!(
+                "listen = \"{addr}\": cannot bind it: {e} (another program may use the port, \
+                 or the address is not this machine's: change listen)"
+            ));
+        }
+    }
+    if let Err(e) = socket_ready(&plan.socket) {
+        out.push(e);
+    }
+    for j in &plan.jobs {
+        if let Some(r) = &j.record {
+            if let Err(e) = record_dir_ready(&r.dir) {
+                out.push(format!("job {}: record.dir: {e}", j.name));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a record directory can be opened and written now: an
+/// existing one gets a probe file created exclusively and removed, a
+/// missing one needs its parent to exist (udamon creates no more).
+fn record_dir_ready(dir: &Path) -> Result<(), String> {
+    if dir.exists() {
+        let d = crate::records::RecordDir::open(dir)?;
+        let (p, f) = d.create(".udamon-check", u64::from(std::process::id()), 0)?;
+        drop(f);
+        std::fs::remove_file(&p).map_err(|e| format!("cannot remove {}: {e}", p.display()))?;
+        return Ok(());
+    }
+    match dir.parent() {
+        Some(parent) if parent.is_dir() => {
+            // SAFETY: access has no memory effects; the C string is valid.
+            let c = std::ffi::CString::new(parent.as_os_str().as_encoded_bytes())
+                .map_err(|_| format!("{}: the path holds a NUL byte", dir.display()))?;
+            if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+                return Err(format!(
+                    "cannot create {}: {} is not writable",
+                    dir.display(),
+                    parent.display()
+                ));
+            }
+            Ok(())
+        }
+        _ => Err(format!(
+            "cannot create {}: its parent directory does not exist (udamon creates the record \
+             directory itself, never its parents)",
+            dir.display()
+        )),
+    }
 }
 
 fn notify(state: &[NotifyState]) {
@@ -203,7 +359,30 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
     // Signals first: a stop asked for during the start is kept, not fatal.
     let (tx, rx) = channel::<Request>();
     start_signals(tx.clone(), opts.root.clone())?;
-    let plan = Plan::load_on(config, &opts.root)?;
+    let mut plan = load(config, opts)?;
+    // Everything --check checks, before anything starts: a job this
+    // machine cannot run stops the start (exit 3) unless it is optional.
+    let checked = check_plan(&plan, opts);
+    match checked.verdict() {
+        Verdict::Ok => {}
+        Verdict::Capability => return Err(ServiceError::Capability(checked.reasons())),
+        Verdict::Usage => {
+            return Err(ServiceError::Config(ConfigError {
+                file: config.display().to_string(),
+                msg: checked.reasons(),
+            }))
+        }
+        Verdict::Setup => return Err(ServiceError::Setup(checked.reasons())),
+    }
+    for j in checked.jobs.iter().filter(|j| j.optional) {
+        if let Err(e) = &j.path {
+            log::warn(
+                Some(&j.name),
+                &format!("optional job skipped: it cannot run on this machine: {e}"),
+            );
+            plan.jobs.retain(|p| p.name != j.name);
+        }
+    }
     clean_up_leftover(&opts.root);
     let status = Arc::new(Mutex::new(ServiceStatus {
         version: env!("CARGO_PKG_VERSION").into(),
@@ -225,7 +404,12 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
     };
     // Endpoint and socket next: a port in use fails the start, not later.
     let http = match plan.listen {
-        Some(addr) => Some(start_http(addr, &env)?),
+        Some(addr) => Some(crate::http::Endpoint::start(addr, &env).map_err(|e| {
+            ServiceError::Setup(format!(
+                "cannot serve metrics on {addr}: {e} (another program may use the port: change \
+                 listen)"
+            ))
+        })?),
         None => None,
     };
     let ctl = start_ctl(&plan.socket, &env, tx.clone())?;
@@ -248,7 +432,6 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
     for j in &plan.jobs {
         jobs.insert(j.name.clone(), Job::start(j.clone(), &env));
     }
-    let mut plan = plan;
     notify(&[NotifyState::Ready, NotifyState::Status("monitoring")]);
     let mut watchdog_us = 0;
     let watchdog = sd_notify::watchdog_enabled(false, &mut watchdog_us);
@@ -261,7 +444,7 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(Request::Stop) => break,
             Ok(Request::Reload(reply)) => {
-                let r = reload(config, &mut plan, &mut jobs, &env);
+                let r = reload(config, opts, &mut plan, &mut jobs, &env);
                 if let Some(reply) = reply {
                     let _ = reply.send(r);
                 }
@@ -309,10 +492,10 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
     }
     stopped.store(true, Ordering::SeqCst);
     if let Some(h) = http {
-        h.unblock();
+        h.stop();
     }
+    // Removes the socket udamon made, if it is still that one.
     drop(ctl);
-    let _ = std::fs::remove_file(&plan.socket);
     log::info(None, "stopped");
     Ok(())
 }
@@ -321,6 +504,7 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
 /// validation changes nothing.
 fn reload(
     config: &Path,
+    opts: &Options,
     plan: &mut Plan,
     jobs: &mut BTreeMap<String, Job>,
     env: &Env,
@@ -329,7 +513,7 @@ fn reload(
     let mut states = vec![NotifyState::Reloading];
     states.extend(monotonic);
     notify(&states);
-    let result = match Plan::load_on(config, &env.root) {
+    let result = match load(config, opts) {
         Err(e) => {
             let msg = format!("reload refused, the running configuration goes on: {e}");
             log::error(None, &msg);
@@ -401,83 +585,107 @@ fn reload(
     result
 }
 
-fn start_http(
-    addr: std::net::SocketAddr,
-    env: &Env,
-) -> Result<Arc<tiny_http::Server>, ServiceError> {
-    let server = tiny_http::Server::http(addr).map_err(|e| {
-        ServiceError::Setup(format!(
-            "cannot serve metrics on {addr}: {e} (another program may use the port: change \
-             listen)"
-        ))
-    })?;
-    let server = Arc::new(server);
-    let s = Arc::clone(&server);
-    let env = env.clone();
-    std::thread::Builder::new()
-        .name("metrics".into())
-        .spawn(move || {
-            for req in s.incoming_requests() {
-                let url = req.url().to_string();
-                let resp = if url == "/metrics" || url.starts_with("/metrics?") {
-                    let status = env.status().clone();
-                    let text = render(&status, &Machine::read(&env.root));
-                    tiny_http::Response::from_string(text).with_header(
-                        tiny_http::Header::from_bytes(&b"Content-Type"[..], CONTENT_TYPE.as_bytes())
-                            .expect("a valid header"),
-                    )
-                } else if url == "/" {
-                    tiny_http::Response::from_string(
-                        "<html><body><h1>udamon</h1><p><a href=\"/metrics\">metrics</a></p></body></html>",
-                    )
-                    .with_header(
-                        tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"text/html"[..])
-                            .expect("a valid header"),
-                    )
-                } else {
-                    tiny_http::Response::from_string("not found: try /metrics\n")
-                        .with_status_code(404)
-                };
-                let _ = req.respond(resp);
-            }
-        })
-        .map_err(|e| ServiceError::Setup(format!("cannot start the metrics thread: {e}")))?;
-    Ok(server)
+/// The control socket udamon created: removed when dropped, if the path
+/// still names that socket (a file put there since is left alone).
+struct CtlSocket {
+    path: PathBuf,
+    id: (u64, u64),
 }
-
-/// Removes the socket file when dropped.
-struct CtlSocket(PathBuf);
 
 impl Drop for CtlSocket {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The directory the unit owns (RuntimeDirectory=udamon), the one parent
+/// udamon creates for its socket when it is missing.
+fn own_socket_dir() -> &'static Path {
+    Path::new(crate::config::DEFAULT_SOCKET)
+        .parent()
+        .expect("an absolute default")
+}
+
+/// Whether the control socket can be created at `path`: its directory
+/// exists (or is the one udamon's own), and the path is free or a socket
+/// nobody answers on. Creates and removes nothing.
+fn socket_ready(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let shown = path.display();
+    match path.parent() {
+        Some(dir) if dir.is_dir() => {}
+        Some(dir) if dir == own_socket_dir() && dir.parent().is_some_and(Path::is_dir) => {}
+        Some(dir) => {
+            return Err(format!(
+                "socket = \"{shown}\": directory {} does not exist; create it (mode 0700) or \
+                 give a socket in an existing directory (udamon creates only {})",
+                dir.display(),
+                own_socket_dir().display()
+            ))
+        }
+        None => return Err(format!("socket = \"{shown}\": give a file path")),
+    }
+    match std::fs::symlink_metadata(path) {
+        Err(_) => Ok(()),
+        Ok(m) if m.file_type().is_socket() => {
+            if UnixStream::connect(path).is_ok() {
+                Err(format!(
+                    "another udamon service answers on {shown}: stop it, or give this one \
+                     another socket = \"PATH\""
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        Ok(m) => Err(format!(
+            "socket = \"{shown}\" exists and is {}, not a socket: udamon never replaces it; \
+             remove it yourself or give another path",
+            if m.is_dir() {
+                "a directory"
+            } else if m.file_type().is_symlink() {
+                "a symbolic link"
+            } else {
+                "a file"
+            }
+        )),
     }
 }
 
 fn start_ctl(path: &Path, env: &Env, tx: Sender<Request>) -> Result<CtlSocket, ServiceError> {
+    use std::os::unix::fs::MetadataExt;
+    socket_ready(path).map_err(ServiceError::Setup)?;
     if let Some(dir) = path.parent() {
         if !dir.exists() {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                ServiceError::Setup(format!("cannot create {}: {e}", dir.display()))
-            })?;
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+            // Only the unit's own directory (socket_ready said so).
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| ServiceError::Setup(format!("cannot create {}: {e}", dir.display())))?;
         }
     }
-    if path.exists() {
-        // A live service answers on it; a dead one left the file.
-        if UnixStream::connect(path).is_ok() {
-            return Err(ServiceError::Setup(format!(
-                "another udamon service answers on {}: stop it, or give this one another \
-                 socket = \"PATH\"",
-                path.display()
-            )));
-        }
+    // A stale socket of a service that died (socket_ready checked that it
+    // is a socket nobody answers on).
+    if std::fs::symlink_metadata(path).is_ok() {
         let _ = std::fs::remove_file(path);
     }
-    let listener = UnixListener::bind(path)
+    // Created 0600 from the start: ctl's access is the socket's permission.
+    // SAFETY: umask has no memory effects; nothing else creates files while
+    // the service starts.
+    let old = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(path);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let listener = bound
         .map_err(|e| ServiceError::Setup(format!("cannot listen on {}: {e}", path.display())))?;
-    // Root only by default (the directory is 0700 too).
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| ServiceError::Setup(format!("{}: {e}", path.display())))?;
+    let socket = CtlSocket {
+        path: path.to_path_buf(),
+        id: (meta.dev(), meta.ino()),
+    };
     let env = env.clone();
     std::thread::Builder::new()
         .name("ctl".into())
@@ -487,7 +695,7 @@ fn start_ctl(path: &Path, env: &Env, tx: Sender<Request>) -> Result<CtlSocket, S
             }
         })
         .map_err(|e| ServiceError::Setup(format!("cannot start the control thread: {e}")))?;
-    Ok(CtlSocket(path.to_path_buf()))
+    Ok(socket)
 }
 
 /// One control request: a line `status` or `reload`; the answer is one

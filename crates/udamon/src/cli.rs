@@ -591,7 +591,10 @@ pub struct RunArgs {
     #[arg(value_name = "CONFIG")]
     pub config: PathBuf,
     /// Validate the config and print the plan (each job's path on this
-    /// machine and why), touching nothing; exit 2 if it cannot run
+    /// machine and why), trying the endpoint's address, the socket's path
+    /// and the record directories and changing nothing; exit 2 for a bad
+    /// config, 3 when a job needs what this machine lacks, 1 when the
+    /// endpoint, socket or a record directory cannot be set up
     #[arg(long)]
     pub check: bool,
     /// With --check: print the plan as JSON
@@ -603,6 +606,11 @@ pub struct RunArgs {
     /// Work on a fake tree under this root instead of the machine (tests)
     #[arg(long, hide = true, default_value = "/")]
     pub root: PathBuf,
+    /// As root, accept a config, scheme file or spec that is owned by
+    /// another user or writable by group or others (refused by default,
+    /// as sshd's StrictModes refuses such files)
+    #[arg(long)]
+    pub allow_insecure_files: bool,
 }
 
 #[derive(Args, Debug)]

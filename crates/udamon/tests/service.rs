@@ -191,7 +191,7 @@ fn check_prints_the_plan_and_refuses_what_cannot_run() {
     )
     .unwrap();
     let out = check_on(d.path(), &cfg, &root);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("path: CANNOT RUN HERE"));
     assert!(text(&out.stderr).contains("some jobs cannot run"));
 }
@@ -597,22 +597,45 @@ fn systemd_hears_ready_reloading_watchdog_and_stopping() {
     assert!(err.contains("msg=stopped"), "{err}");
 }
 
-/// A process whose session cannot start (here: no idle page bitmap) is
-/// reported once, in the log and in `ctl status`, and not retried at every
-/// scan while it runs.
+/// A job whose path this machine lacks (here: no idle page bitmap) stops
+/// `run` before anything starts (exit 3, naming the job); marked optional,
+/// it is skipped with a warning and the rest runs. A process whose own
+/// session cannot start (its clear_refs is gone) is reported once, in the
+/// log and in `ctl status`, and not retried at every scan while it runs.
 #[test]
-fn a_session_that_cannot_start_is_reported_once() {
+fn a_job_or_session_that_cannot_start_is_reported_once() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
-    write(&root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
+    softdirty_kernel(&root);
     fake_heap_process(&root, PID, "batch\0nightly\0");
     let socket = d.path().join("ctl.sock");
     let cfg = d.path().join("u.toml");
+    let job = |name: &str, ops: &str, extra: &str| {
+        format!(
+            "[[jobs]]\nname = \"{name}\"\ntarget = {{ comm = \"worker\" }}\nops = \"{ops}\"\n{extra}"
+        )
+    };
+    let head = format!("socket = \"{}\"\n", socket.display());
+    fs::write(&cfg, format!("{head}{}", job("b", "idle", ""))).unwrap();
+    let out = udamon(
+        d.path(),
+        &["run", cfg.to_str().unwrap(), "--root", root.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("job b: --ops idle is not available"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!socket.exists(), "nothing was started");
+
+    std::fs::remove_file(root.join(format!("proc/{PID}/clear_refs"))).unwrap();
     fs::write(
         &cfg,
         format!(
-            "socket = \"{}\"\n[[jobs]]\nname = \"b\"\ntarget = {{ comm = \"worker\" }}\nops = \"idle\"\n",
-            socket.display()
+            "{head}{}{}",
+            job("b", "idle", "optional = true\n"),
+            job("s", "softdirty", "")
         ),
     )
     .unwrap();
@@ -621,11 +644,15 @@ fn a_session_that_cannot_start_is_reported_once() {
     std::thread::sleep(Duration::from_secs(7));
     let st = svc.ctl(&socket, &["status"]);
     assert!(
-        text(&st.stdout).contains("last problem: --ops idle is not available"),
+        text(&st.stdout).contains("last problem: "),
         "{}",
         text(&st.stdout)
     );
     let err = svc.stop();
+    assert!(
+        err.contains("job=b msg=\"optional job skipped: it cannot run on this machine"),
+        "{err}"
+    );
     assert_eq!(err.matches("cannot start monitoring").count(), 1, "{err}");
 }
 
@@ -711,7 +738,12 @@ fn the_documented_configuration_is_valid() {
     assert!(o.contains("job redis: comm redis-server"), "{o}{e}");
     match out.status.code() {
         Some(0) => {}
-        Some(2) => assert!(e.contains("cannot run on this machine"), "{o}{e}"),
+        Some(3) => assert!(e.contains("cannot run on this machine"), "{o}{e}"),
+        // Only for want of the unit's state directory (/var/lib/udamon).
+        Some(1) => assert!(
+            o.contains("CANNOT START: job redis: record.dir") && !o.contains("CANNOT RUN HERE"),
+            "{o}{e}"
+        ),
         c => panic!("exit {c:?}: {o}{e}"),
     }
     // A soft-dirty reset other than the kernel's way is said in the plan.

@@ -79,7 +79,10 @@ max_regions = 1000
     let stop = Arc::new(AtomicBool::new(false));
     let (c, s) = (config.clone(), Arc::clone(&stop));
     let service = std::thread::spawn(move || {
-        udamon_service::run(&c, &udamon_service::Options { root: "/".into() }, s)
+        udamon_service::run(&c, &udamon_service::Options {
+                root: "/".into(),
+                ..Default::default()
+            }, s)
     });
     let socket = dir.join("ctl.sock");
     let started = Instant::now();

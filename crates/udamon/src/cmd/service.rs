@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use udamon_service::log::{self, Level};
-use udamon_service::{Check, Options};
+use udamon_service::{Check, Options, Verdict};
 
 use crate::cli::{CtlArgs, CtlRequest, RunArgs};
 use crate::output::print_json;
-use crate::UsageError;
+use crate::{CapabilityError, UsageError};
 
 pub fn run(a: RunArgs) -> Result<()> {
     let level = Level::parse(&a.log_level).ok_or_else(|| {
@@ -21,6 +21,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     log::set_level(level);
     let opts = Options {
         root: a.root.clone(),
+        allow_insecure_files: a.allow_insecure_files,
     };
     if a.check {
         let c = udamon_service::check(&a.config, &opts).map_err(usage)?;
@@ -29,23 +30,26 @@ pub fn run(a: RunArgs) -> Result<()> {
         } else {
             print_check(&c);
         }
-        if !c.ok() {
-            return Err(UsageError(format!(
-                "{}: some jobs cannot run on this machine (see above)",
-                a.config.display()
-            ))
-            .into());
-        }
-        return Ok(());
+        let say = |what: &str| format!("{}: {what} (see above)", a.config.display());
+        return match c.verdict() {
+            Verdict::Ok => Ok(()),
+            Verdict::Usage => Err(UsageError(say("some jobs' schemes cannot run here")).into()),
+            Verdict::Capability => {
+                Err(CapabilityError(say("some jobs cannot run on this machine")).into())
+            }
+            Verdict::Setup => Err(anyhow::anyhow!(say("the service could not start"))),
+        };
     }
     udamon_service::run(&a.config, &opts, Arc::new(AtomicBool::new(false))).map_err(usage)?;
     Ok(())
 }
 
-/// Config errors are the user's to fix (exit 2).
+/// Config errors are the user's to fix (exit 2), a job the machine cannot
+/// run is a missing capability (exit 3), the rest a failure (exit 1).
 fn usage(e: udamon_service::ServiceError) -> anyhow::Error {
     match e {
         udamon_service::ServiceError::Config(c) => UsageError(c.to_string()).into(),
+        udamon_service::ServiceError::Capability(c) => CapabilityError(c).into(),
         e => anyhow::Error::new(e),
     }
 }
@@ -61,6 +65,9 @@ fn print_check(c: &Check) {
             ))
     );
     println!("  control socket: {}", c.socket);
+    for p in &c.problems {
+        println!("  CANNOT START: {p}");
+    }
     for j in &c.jobs {
         println!();
         println!("job {}: {}", j.name, j.target);
@@ -70,6 +77,7 @@ fn print_check(c: &Check) {
         }
         match &j.path {
             Ok(p) => println!("  path: {p} ({})", j.because),
+            Err(e) if j.optional => println!("  path: skipped (optional), cannot run here: {e}"),
             Err(e) => println!("  path: CANNOT RUN HERE: {e}"),
         }
         let a = &j.attrs;
