@@ -141,7 +141,10 @@ mod tests {
         let forged = "x\nts=2026-01-01T00:00:00.000Z level=info msg=forged";
         let q = quote(forged);
         assert!(!q.contains('\n'), "{q}");
-        assert_eq!(q, "\"x\\nts=2026-01-01T00:00:00.000Z level=info msg=forged\"");
+        assert_eq!(
+            q,
+            "\"x\\nts=2026-01-01T00:00:00.000Z level=info msg=forged\""
+        );
         assert_eq!(quote("a\rb"), "\"a\\rb\"");
         assert_eq!(quote("bell\u{7}"), "\"bell\\u{0007}\"");
         assert_eq!(quote("esc\u{1b}[31m"), "\"esc\\u{001b}[31m\"");

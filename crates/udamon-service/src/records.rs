@@ -108,7 +108,10 @@ impl RecordDir {
             }
             let e = io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EEXIST) {
-                return Err(format!("cannot create {}: {e}", self.path.join(&name).display()));
+                return Err(format!(
+                    "cannot create {}: {e}",
+                    self.path.join(&name).display()
+                ));
             }
         }
         Err(format!(

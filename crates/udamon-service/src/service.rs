@@ -663,7 +663,9 @@ fn start_ctl(path: &Path, env: &Env, tx: Sender<Request>) -> Result<CtlSocket, S
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(dir)
-                .map_err(|e| ServiceError::Setup(format!("cannot create {}: {e}", dir.display())))?;
+                .map_err(|e| {
+                    ServiceError::Setup(format!("cannot create {}: {e}", dir.display()))
+                })?;
         }
     }
     // A stale socket of a service that died (socket_ready checked that it

@@ -644,7 +644,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Run only these parts (cost, record, heatmap, accuracy, schemes, tune;
-    /// service, the service's 24-hour soak, tiering, the tiering policies
+    /// service, the service's 24-hour soak, endpoint, the metrics endpoint
+    /// under 1,000 idle connections and out of descriptors, tiering, the
+    /// tiering policies
     /// on two-node simulated machines, import, an hour of damo's records
     /// imported and drawn, and softdirty, the accuracy of soft-dirty's
     /// reset policies, run only when named)

@@ -52,6 +52,8 @@ struct Report {
     tune: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     service: Option<super::bench_service::ServiceSoak>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint: Option<super::bench_endpoint::EndpointBench>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tiering: Vec<super::bench_tiering::TieringRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -154,6 +156,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "schemes",
             "tune",
             "service",
+            "endpoint",
             "tiering",
             "import",
         ]
@@ -161,7 +164,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         {
             bail!(crate::UsageError(format!(
                 "--only {p}: unknown part (expected cost, record, heatmap, accuracy, softdirty, \
-                 schemes, tune, service, tiering or import)"
+                 schemes, tune, service, endpoint, tiering or import)"
             )));
         }
     }
@@ -186,6 +189,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if asked(&a, "service") {
         report.service = Some(super::bench_service::soak(a.quick, a.json)?);
+    }
+    if asked(&a, "endpoint") {
+        report.endpoint = Some(super::bench_endpoint::bench(a.json)?);
     }
     if asked(&a, "tiering") {
         report.tiering = super::bench_tiering::table(a.quick, a.json)?;

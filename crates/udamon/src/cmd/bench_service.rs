@@ -79,10 +79,14 @@ max_regions = 1000
     let stop = Arc::new(AtomicBool::new(false));
     let (c, s) = (config.clone(), Arc::clone(&stop));
     let service = std::thread::spawn(move || {
-        udamon_service::run(&c, &udamon_service::Options {
+        udamon_service::run(
+            &c,
+            &udamon_service::Options {
                 root: "/".into(),
                 ..Default::default()
-            }, s)
+            },
+            s,
+        )
     });
     let socket = dir.join("ctl.sock");
     let started = Instant::now();

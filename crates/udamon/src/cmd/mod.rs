@@ -2,6 +2,7 @@
 
 mod apply;
 mod bench;
+mod bench_endpoint;
 mod bench_import;
 mod bench_service;
 mod bench_tiering;
