@@ -210,6 +210,8 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
     let mut failed: std::collections::BTreeSet<u64> = Default::default();
     let mut started_once = false;
     let mut last_scan = None::<Instant>;
+    // Whether "waiting for a matching process" was logged (once per wait).
+    let mut said_waiting = false;
     loop {
         if ctl.stop.load(Ordering::SeqCst) {
             break;
@@ -247,6 +249,21 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
             if last_scan.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
                 last_scan = Some(Instant::now());
                 let now = matching_pids(&env.root, &plan.target);
+                if now.is_empty() && workers.is_empty() {
+                    if !said_waiting {
+                        said_waiting = true;
+                        log::info(
+                            Some(&plan.name),
+                            &format!(
+                                "waiting: no process matches {} yet; a session starts for each \
+                                 as it appears",
+                                plan.target.label()
+                            ),
+                        );
+                    }
+                } else {
+                    said_waiting = false;
+                }
                 failed.retain(|id| now.iter().any(|&p| u64::from(p) == *id));
                 for pid in now {
                     let id = u64::from(pid);

@@ -619,7 +619,12 @@ fn a_job_or_session_that_cannot_start_is_reported_once() {
     fs::write(&cfg, format!("{head}{}", job("b", "idle", ""))).unwrap();
     let out = udamon(
         d.path(),
-        &["run", cfg.to_str().unwrap(), "--root", root.to_str().unwrap()],
+        &[
+            "run",
+            cfg.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ],
     );
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(
@@ -758,5 +763,51 @@ fn the_documented_configuration_is_valid() {
         o.contains("  soft-dirty reset: auto"),
         "{o}{}",
         text(&out.stderr)
+    );
+}
+
+/// A process set with no process yet is no error: the service runs, and
+/// the log and `ctl status` say what it waits for.
+#[test]
+fn a_process_set_without_processes_waits_and_says_for_what() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    softdirty_kernel(&root);
+    let socket = d.path().join("ctl.sock");
+    let cfg = d.path().join("u.toml");
+    fs::write(
+        &cfg,
+        format!(
+            "socket = \"{}\"\n[[jobs]]\nname = \"later\"\ntarget = {{ comm = \"not-yet\" }}\n\
+             ops = \"softdirty\"\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let out = check_on(d.path(), &cfg, &root);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("no process matches yet: it waits"),
+        "{}",
+        text(&out.stdout)
+    );
+    let svc = Service::start(d.path(), &cfg, &root);
+    let t = Instant::now();
+    while !socket.exists() && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let st = svc.ctl(&socket, &["status"]);
+    assert!(
+        text(&st.stdout).contains("no session: waiting for a process matching comm not-yet"),
+        "{}",
+        text(&st.stdout)
+    );
+    let err = svc.stop();
+    assert_eq!(
+        err.matches("waiting: no process matches comm not-yet yet")
+            .count(),
+        1,
+        "{err}"
     );
 }

@@ -163,7 +163,10 @@ fn print_status(v: &serde_json::Value) {
         }
         let workers = j["workers"].as_object();
         if workers.is_none_or(|w| w.is_empty()) {
-            println!("  no session (no matching process yet)");
+            println!(
+                "  no session: waiting for a process matching {}",
+                s(&j["target"])
+            );
         }
         for w in workers.into_iter().flat_map(|w| w.values()) {
             let who = if w["pid"] == 0 {
