@@ -1,6 +1,28 @@
 //! Actions on a live process's memory: `process_madvise(2)` through a pidfd
-//! and `move_pages(2)`. Every call is made on ranges re-checked against the
-//! process's current mappings, right before acting.
+//! and `move_pages(2)` on the process a pidfd holds. Every call is made on
+//! ranges re-checked against the process's current mappings, right before
+//! acting.
+//!
+//! `move_pages` has no pidfd form: it takes a pid. [`Pidfd::move_to_node`]
+//! makes it act on the process the pidfd holds, not on whatever process has
+//! the pid, by checking the pidfd around every call. A pid is not free for
+//! reuse until its process has exited *and* been reaped, and a pidfd polls
+//! readable as soon as its process exits (becomes a zombie). So:
+//!
+//! - before each call: the pidfd is polled; if the process has exited,
+//!   nothing is called (the pid may already name another process);
+//! - after each call: the pidfd is polled again. If the process is still
+//!   there, it was there during the whole call (exit is final), so the pid
+//!   named it when the kernel looked it up: the call acted on it. Proven.
+//! - if it exited between the two polls, the call may have reached another
+//!   process only if, in that window, the target exited, was reaped by its
+//!   parent, and the kernel handed its pid to a new process (pids are given
+//!   out cyclically: the whole pid space, `kernel.pid_max`, must wrap around
+//!   first). The pid's start time is then compared with the target's: a
+//!   different process is reported as [`PidReused`] (the pages may have been
+//!   moved; they cannot be moved back). The one case no check can see: a
+//!   process that took the pid, had its pages moved, and exited and was
+//!   reaped again, all before the second poll.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -66,36 +88,96 @@ pub fn live_parts(range: AddrRange, mappings: &[Mapping]) -> Vec<AddrRange> {
         .collect()
 }
 
-/// A pidfd of a process, for `process_madvise`.
+/// A `move_pages` call may have acted on another process: the target exited
+/// around the call and its pid now names a process with another start time.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "pid {pid} exited while move_pages ran and now names another process (start time {now}, \
+     the target's was {}): the call may have moved that process's pages",
+    was.map_or("unknown".to_string(), |w| w.to_string())
+)]
+pub struct PidReused {
+    pub pid: u32,
+    /// The target's start time (`None`: it could not be read when the
+    /// pidfd was opened, so any process on the pid now may be another).
+    pub was: Option<u64>,
+    pub now: u64,
+}
+
+/// Whether `e` (from [`Pidfd::move_to_node`]) says the call may have acted on
+/// another process ([`PidReused`]): to be reported even though the target
+/// is gone.
+pub fn pid_reused(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<PidReused>())
+}
+
+/// A pidfd of a process: `process_madvise` goes through it, and
+/// `move_pages` is checked around it (see the module's documentation).
 #[derive(Debug)]
-pub struct Pidfd(OwnedFd);
+pub struct Pidfd {
+    fd: OwnedFd,
+    pid: u32,
+    /// The process's start time (`/proc/PID/stat` field 22), read after the
+    /// pidfd was opened while it still held a live process: that process's.
+    start_time: Option<u64>,
+}
 
 impl Pidfd {
+    /// Opens a pidfd for `pid` of this machine (`/proc` of "/").
     pub fn open(pid: u32) -> io::Result<Self> {
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: the kernel just gave us this fd, and nothing else owns it.
-        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+        let mut me = Self {
+            // SAFETY: the kernel just gave us this fd, and nothing else owns it.
+            fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+            pid,
+            start_time: None,
+        };
+        // Read after the open: if the process is still alive afterwards,
+        // the pid named it during the read.
+        let st = crate::ops::start_time(std::path::Path::new("/"), pid);
+        me.start_time = st.filter(|_| !me.exited());
+        Ok(me)
+    }
+
+    /// The pid of the process this pidfd holds.
+    pub fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// Whether the process has exited (the pidfd polls readable then).
+    /// A poll that fails reads as "not exited".
     pub fn exited(&self) -> bool {
+        self.poll_exited().unwrap_or(false)
+    }
+
+    /// Whether the process has exited, or why the pidfd could not be
+    /// polled.
+    fn poll_exited(&self) -> io::Result<bool> {
         let mut p = libc::pollfd {
             fd: self.raw(),
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: one valid pollfd, no wait.
-        let n = unsafe { libc::poll(&mut p, 1, 0) };
-        n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+        loop {
+            // SAFETY: one valid pollfd, no wait.
+            let n = unsafe { libc::poll(&mut p, 1, 0) };
+            if n >= 0 {
+                return Ok(n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
     }
 
     fn raw(&self) -> RawFd {
         use std::os::fd::AsRawFd;
-        self.0.as_raw_fd()
+        self.fd.as_raw_fd()
     }
 
     /// Advises `ranges` of the process; returns the bytes the kernel advised.
@@ -157,53 +239,120 @@ impl Pidfd {
     }
 }
 
-/// Moves the present pages of `ranges` of `pid` to node `nid` with
-/// `move_pages(2)`; returns the bytes that are on `nid` afterwards among the
-/// pages that are present (pages already there count, as in the kernel's
-/// `migrate_pages` accounting of applied bytes).
-pub fn move_to_node(pid: u32, ranges: &[AddrRange], nid: u32) -> io::Result<u64> {
-    const PAGE: u64 = 4096;
-    let mut pages: Vec<*mut libc::c_void> = Vec::with_capacity(MOVE_BATCH);
-    let mut moved = 0u64;
-    let flush = |pages: &mut Vec<*mut libc::c_void>, moved: &mut u64| -> io::Result<()> {
-        if pages.is_empty() {
-            return Ok(());
-        }
-        let nodes = vec![nid as libc::c_int; pages.len()];
-        let mut status = vec![0 as libc::c_int; pages.len()];
-        // SAFETY: the three arrays have `pages.len()` entries and outlive the
-        // call; the kernel only reads the page addresses as addresses.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_move_pages,
-                pid as libc::pid_t,
-                pages.len() as libc::c_ulong,
-                pages.as_ptr(),
-                nodes.as_ptr(),
-                status.as_mut_ptr(),
-                MPOL_MF_MOVE,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        *moved += status.iter().filter(|&&s| s == nid as libc::c_int).count() as u64 * PAGE;
-        pages.clear();
-        Ok(())
-    };
-    for r in ranges {
-        let mut a = r.start / PAGE * PAGE;
-        while a < r.end {
-            pages.push(a as *mut libc::c_void);
-            if pages.len() == MOVE_BATCH {
-                flush(&mut pages, &mut moved)?;
-            }
-            a += PAGE;
-        }
+impl Pidfd {
+    /// Moves the present pages of `ranges` of the process this pidfd holds
+    /// to node `nid` with `move_pages(2)`; returns the bytes that are on
+    /// `nid` afterwards among the pages that are present (pages already
+    /// there count, as in the kernel's `migrate_pages` accounting of
+    /// applied bytes).
+    ///
+    /// `move_pages` takes a pid: the pidfd is polled before and after each
+    /// call (see the module's documentation). Errors: of kind `NotFound`
+    /// when the process had exited before a call (nothing more is called)
+    /// or exited during one and its pid names no other process afterwards;
+    /// [`PidReused`] (see [`pid_reused`]) when the pid names another
+    /// process afterwards; otherwise the kernel's error.
+    pub fn move_to_node(&self, ranges: &[AddrRange], nid: u32) -> io::Result<u64> {
+        let pid = self.pid;
+        self.move_with(
+            ranges,
+            nid,
+            |pages, nodes, status| {
+                // SAFETY: the three arrays have `pages.len()` entries and
+                // outlive the call; the kernel only reads the page addresses
+                // as addresses.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_move_pages,
+                        pid as libc::pid_t,
+                        pages.len() as libc::c_ulong,
+                        pages.as_ptr(),
+                        nodes.as_ptr(),
+                        status.as_mut_ptr(),
+                        MPOL_MF_MOVE,
+                    )
+                };
+                if r < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            },
+            || crate::ops::start_time(std::path::Path::new("/"), pid),
+        )
     }
-    flush(&mut pages, &mut moved)?;
-    Ok(moved)
+
+    /// [`move_to_node`](Self::move_to_node) with the system call and the
+    /// start-time lookup given: the seam the tests use.
+    fn move_with(
+        &self,
+        ranges: &[AddrRange],
+        nid: u32,
+        mut call: impl FnMut(&[*mut libc::c_void], &[libc::c_int], &mut [libc::c_int]) -> io::Result<()>,
+        start_now: impl Fn() -> Option<u64>,
+    ) -> io::Result<u64> {
+        const PAGE: u64 = 4096;
+        let pid = self.pid;
+        let mut pages: Vec<*mut libc::c_void> = Vec::with_capacity(MOVE_BATCH);
+        let mut moved = 0u64;
+        let mut flush = |pages: &mut Vec<*mut libc::c_void>| -> io::Result<()> {
+            if pages.is_empty() {
+                return Ok(());
+            }
+            // A pidfd that cannot be polled proves nothing: no call.
+            if self.poll_exited()? {
+                // The pid may already be another process's: no call.
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    ExitedError(format!(
+                        "pid {pid} exited before move_pages: nothing more is moved"
+                    )),
+                ));
+            }
+            let nodes = vec![nid as libc::c_int; pages.len()];
+            let mut status = vec![0 as libc::c_int; pages.len()];
+            let r = call(pages, &nodes, &mut status);
+            // Unsure (the poll failed) counts as exited: the start time
+            // is then compared.
+            if self.poll_exited().unwrap_or(true) {
+                // It exited around the call: did the pid name another
+                // process by then?
+                let gone = |now: &str| {
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        ExitedError(format!("pid {pid} exited while move_pages ran ({now})")),
+                    )
+                };
+                return Err(match (self.start_time, start_now()) {
+                    (_, None) => gone("its pid names no process now"),
+                    (Some(was), Some(now)) if now == was => gone("it has not been reaped yet"),
+                    (was, Some(now)) => io::Error::other(PidReused { pid, was, now }),
+                });
+            }
+            r?;
+            moved += status.iter().filter(|&&s| s == nid as libc::c_int).count() as u64 * PAGE;
+            pages.clear();
+            Ok(())
+        };
+        for r in ranges {
+            let mut a = r.start / PAGE * PAGE;
+            while a < r.end {
+                pages.push(a as *mut libc::c_void);
+                if pages.len() == MOVE_BATCH {
+                    flush(&mut pages)?;
+                }
+                a += PAGE;
+            }
+        }
+        flush(&mut pages)?;
+        Ok(moved)
+    }
 }
+
+/// The target exited before or during a `move_pages` call: the message
+/// says which. Carried in an `io::Error` of kind `NotFound`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct ExitedError(String);
 
 #[cfg(test)]
 mod tests {
@@ -291,6 +440,149 @@ mod tests {
             libc::munmap(base, 16 * P);
             libc::munmap((b + 32 * p) as *mut libc::c_void, 16 * P);
         }
+    }
+
+    /// A process to act on (killed and reaped by the caller).
+    fn sleeper() -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .expect("spawn sleep")
+    }
+
+    /// Blocks until the pidfd's process has exited (without reaping it).
+    fn wait_exit(fd: &Pidfd) {
+        let mut p = libc::pollfd {
+            fd: fd.raw(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; waits until the process exits.
+        while unsafe { libc::poll(&mut p, 1, -1) } != 1 {}
+        assert!(fd.exited());
+    }
+
+    const PAGES: [AddrRange; 1] = [AddrRange {
+        start: 0x10_0000,
+        end: 0x10_3000,
+    }];
+
+    /// The pid of a process that exited may name another process at any
+    /// moment: no `move_pages` reaches it (the old code called move_pages
+    /// with the raw pid regardless).
+    #[test]
+    fn move_pages_is_never_called_once_the_target_exited() {
+        let mut c = sleeper();
+        let fd = Pidfd::open(c.id()).expect("pidfd_open");
+        c.kill().unwrap();
+        wait_exit(&fd);
+        let mut calls = 0;
+        let e = fd
+            .move_with(
+                &PAGES,
+                0,
+                |_, _, _| {
+                    calls += 1;
+                    Ok(())
+                },
+                || None,
+            )
+            .unwrap_err();
+        assert_eq!(calls, 0);
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("exited before move_pages"), "{e}");
+        assert!(!pid_reused(&e));
+        c.wait().unwrap();
+    }
+
+    /// A target that exits during the call is said: as reused when its pid
+    /// names another process afterwards (another start time), as gone
+    /// otherwise (a zombie not yet reaped, or no process on the pid).
+    #[test]
+    fn a_target_exiting_during_the_call_is_said() {
+        for (after, reused, says) in [
+            (Some(1), true, "may have moved that process's pages"),
+            (
+                Some(0),
+                false,
+                "exited while move_pages ran (it has not been reaped yet)",
+            ),
+            (
+                None,
+                false,
+                "exited while move_pages ran (its pid names no process now)",
+            ),
+        ] {
+            let mut c = sleeper();
+            let fd = Pidfd::open(c.id()).expect("pidfd_open");
+            let was = fd.start_time.expect("the sleeper's start time");
+            let e = fd
+                .move_with(
+                    &PAGES,
+                    0,
+                    |_, _, _| {
+                        c.kill().unwrap();
+                        wait_exit(&fd);
+                        Ok(())
+                    },
+                    || after.map(|d| was + d),
+                )
+                .unwrap_err();
+            assert_eq!(pid_reused(&e), reused, "{e}");
+            assert!(e.to_string().contains(says), "{e}");
+            if !reused {
+                assert_eq!(e.kind(), io::ErrorKind::NotFound);
+            }
+            c.wait().unwrap();
+        }
+    }
+
+    /// While the target lives, every batch is called and counted.
+    #[test]
+    fn a_live_target_is_moved_batch_by_batch() {
+        let mut c = sleeper();
+        let fd = Pidfd::open(c.id()).expect("pidfd_open");
+        let mut calls = 0;
+        let big = [AddrRange::new(0, (MOVE_BATCH as u64 + 1) * 4096)];
+        let n = fd
+            .move_with(
+                &big,
+                1,
+                |pages, nodes, status| {
+                    calls += 1;
+                    assert!(nodes.iter().all(|&n| n == 1));
+                    status.fill(1);
+                    status[0] = -libc::EFAULT;
+                    assert_eq!(pages.len(), status.len());
+                    Ok(())
+                },
+                || None,
+            )
+            .unwrap();
+        assert_eq!(calls, 2);
+        assert_eq!(n, (MOVE_BATCH as u64 - 1) * 4096);
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+
+    /// The real system call on our own pages: node 0 holds them all, or
+    /// the kernel has no NUMA.
+    #[test]
+    fn move_pages_of_own_memory_works_or_names_the_reason() {
+        let buf = vec![1u8; 64 * 4096];
+        let start = (buf.as_ptr() as u64).div_ceil(4096) * 4096;
+        let fd = Pidfd::open(std::process::id()).expect("pidfd_open");
+        match fd.move_to_node(&[AddrRange::new(start, start + 16 * 4096)], 0) {
+            Ok(n) => assert!(n <= 16 * 4096),
+            Err(e) => assert!(
+                matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOSYS | libc::ENODEV | libc::EPERM)
+                ),
+                "{e}"
+            ),
+        }
+        std::hint::black_box(&buf);
     }
 
     #[test]

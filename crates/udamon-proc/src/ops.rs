@@ -8,7 +8,7 @@ use udamon_core::schemes::{Action, Damos};
 use udamon_core::softdirty::{SoftDirtyReset, WindowEstimator};
 use udamon_core::{AddrRange, ApplyOutcome, Operations, SampleWindow, Target};
 
-use crate::act::{live_parts, madvise_advice, move_to_node, Pidfd};
+use crate::act::{live_parts, madvise_advice, pid_reused, Pidfd};
 
 use crate::idle::{IdleBitmap, KpageFlags};
 use crate::maps::{monitoring_ranges, read_maps};
@@ -636,19 +636,18 @@ impl Operations for ProcOps {
             },
         };
         let passed: u64 = parts.iter().map(AddrRange::sz).sum();
-        let result = match (scheme.action, madvise_advice(scheme.action)) {
-            (_, Some(advice)) => match &self.targets[idx].pidfd {
-                Some(fd) => fd.madvise(&parts, advice),
-                None => Ok(0),
-            },
-            // move_pages takes a pid, checked just before (above); the
-            // kernel has no pidfd form of it.
-            (Action::MigrateHot | Action::MigrateCold, _) => match scheme.target_nid {
+        let fd = self.targets[idx].pidfd.as_ref();
+        let result = match (scheme.action, madvise_advice(scheme.action), fd) {
+            (_, _, None) => Ok(0),
+            (_, Some(advice), Some(fd)) => fd.madvise(&parts, advice),
+            // move_pages takes a pid: the pidfd is checked around every call
+            // (act.rs says what that proves); the kernel has no pidfd form.
+            (Action::MigrateHot | Action::MigrateCold, _, Some(fd)) => match scheme.target_nid {
                 // Never fill the destination: the kernel's reclaim backs its
                 // own migrations up, user space has no such backstop.
                 Some(nid) => match node_room(&self.root, nid) {
-                    Some(room) => move_to_node(pid, &first_bytes(&parts, room), nid),
-                    None => move_to_node(pid, &parts, nid),
+                    Some(room) => fd.move_to_node(&first_bytes(&parts, room), nid),
+                    None => fd.move_to_node(&parts, nid),
                 },
                 None => Ok(0),
             },
@@ -657,7 +656,9 @@ impl Operations for ProcOps {
         let sz_applied = match result {
             Ok(n) => n,
             Err(e) => {
-                if self.alive(idx) {
+                // A call that may have reached another process is said even
+                // though the target is gone.
+                if pid_reused(&e) || self.alive(idx) {
                     let what = format!("{} of pid {pid}", scheme.action.name());
                     self.note(ProcError::Action { what, source: e });
                 }

@@ -886,6 +886,16 @@ fn resolve_job(
             ..j.attrs.clone()
         })?;
     }
+    // The simulator's own bound on what a run may cost, checked as `record
+    // --sim` checks it: a config that passes starts.
+    if let TargetPlan::Sim {
+        path, spec_text, ..
+    } = &target
+    {
+        let w = udamon_sim::Workload::from_toml(spec_text, &path.display().to_string())
+            .map_err(|e| format!("target.sim: {e}"))?;
+        udamon_sim::check_bounds(&w, &attrs).map_err(|e| format!("attrs: {e}"))?;
+    }
     if matches!(target, TargetPlan::Paddr | TargetPlan::Node(_)) && j.ops == OpsChoice::Softdirty {
         return Err(
             "ops = \"softdirty\" watches processes; physical memory needs kdamond or \
@@ -1083,6 +1093,30 @@ schemes = [{ preset = "lru_sort" }]
     }
 
     #[test]
+    fn a_sim_job_beyond_the_simulators_bound_is_refused_naming_the_value() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("demo.toml"), udamon_sim::DEMO_SPEC).unwrap();
+        let cfg = d.path().join("u.toml");
+        let text = |attrs: &str| {
+            format!(
+                "[[jobs]]\nname = \"s\"\ntarget = {{ sim = \"demo.toml\" }}\n[jobs.attrs]\n{attrs}"
+            )
+        };
+        // What aborted the service (a 4 GiB allocation in the model).
+        let e = Plan::parse(
+            &text("sample = \"1000000h\"\naggr = \"2000000h\"\nupdate = \"2000000h\"\n"),
+            &cfg,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("job \"s\": attrs: sampling interval 1000000h"),
+            "{e}"
+        );
+        Plan::parse(&text("sample = \"10ms\"\n"), &cfg).unwrap();
+    }
+
+    #[test]
     fn softdirty_reset_is_taken_and_a_changed_one_restarts_the_job() {
         let text = |r: &str| {
             format!(
@@ -1122,6 +1156,15 @@ schemes = [{ preset = "lru_sort" }]
             ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.attrs]\nsample = \"5\"", "attrs.sample"),
             ("listen = \"localhost\"\n[[jobs]]\nname = \"a\"\ntarget = \"paddr\"", "address and port"),
             ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.guardrails]\npsi_pause_above = 10\npsi_resume_below = 20", "resuming"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.guardrails]\npsi_pause_above = 10\npsi_resume_below = -5", "psi_resume_below = -5"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.guardrails]\npsi_pause_above = 10\npsi_resume_below = nan", "psi_resume_below = NaN"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.guardrails]\npsi_pause_above = 10\npsi_resume_below = 0", "never resume"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.guardrails]\npsi_pause_above = 0", "never resume"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.attrs]\nupdate = \"0s\"", "ops update interval 0us"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.record]\ndir = \"r\"\nmax_total = 0", "record.max_total = 0"),
+            ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\n[jobs.record]\ndir = \"/proc/1\"", "under /proc"),
+            ("socket = \"\"\n[[jobs]]\nname = \"a\"\ntarget = \"paddr\"", "abstract socket"),
+            ("socket = \"@x\"\n[[jobs]]\nname = \"a\"\ntarget = \"paddr\"", "abstract socket"),
             ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\nbogus = 1", "line 4"),
             (
                 "[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\nops = \"kdamond\"\n[[jobs]]\nname = \"b\"\ntarget = { pid = 1 }\nops = \"kdamond\"",

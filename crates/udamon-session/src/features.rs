@@ -522,16 +522,33 @@ fn walk(dir: &Path, shape: &str, rel: &str, seen: &mut BTreeMap<String, String>)
     }
 }
 
-/// Node numbers of a list such as "0-2,4".
-pub(crate) fn parse_list(s: &str) -> Vec<u32> {
-    s.trim()
-        .split(',')
-        .filter_map(|p| {
-            let (a, b) = p.split_once('-').unwrap_or((p, p));
-            Some(a.parse::<u32>().ok()?..=b.parse().ok()?)
-        })
-        .flatten()
-        .collect()
+/// The most NUMA nodes a kernel has: `MAX_NUMNODES` is
+/// `1 << CONFIG_NODES_SHIFT`, and `NODES_SHIFT` is at most 10.
+pub(crate) const MAX_NUMNODES: u32 = 1024;
+
+/// Node numbers of a sysfs node list such as "0-2,4" (parts that do not
+/// parse are skipped). A node number of [`MAX_NUMNODES`] or more is
+/// refused, naming it: no kernel has one, and a list such as
+/// `0-4294967295` (a damaged or forged tree) would take minutes and
+/// gigabytes to expand.
+pub(crate) fn parse_list(s: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for p in s.trim().split(',') {
+        let (a, b) = p.split_once('-').unwrap_or((p, p));
+        let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) else {
+            continue;
+        };
+        if a.max(b) >= MAX_NUMNODES {
+            return Err(format!(
+                "node list \"{}\" names node {}, beyond the kernel's {MAX_NUMNODES} nodes \
+                 (MAX_NUMNODES)",
+                s.trim(),
+                a.max(b)
+            ));
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
 }
 
 /// Probes the machine under `root` ("/" for the real one).
@@ -707,11 +724,16 @@ pub fn probe(root: &Path) -> Features {
 
     let node = "/sys/devices/system/node";
     let online = m.read(&format!("{node}/online"));
-    let memory = m
-        .read(&format!("{node}/has_memory"))
-        .or_else(|| online.clone())
-        .unwrap_or_default();
-    let mem_nodes = parse_list(&memory);
+    let has_memory = m.read(&format!("{node}/has_memory"));
+    let mem_file = if has_memory.is_some() {
+        "has_memory"
+    } else {
+        "online"
+    };
+    let memory = has_memory.or_else(|| online.clone()).unwrap_or_default();
+    // A node list beyond the kernel's limit reads as no node, and is named.
+    let mem_list = parse_list(&memory);
+    let mem_nodes = mem_list.clone().unwrap_or_default();
     let numa = m.config("CONFIG_NUMA").unwrap_or(online.is_some());
     row(
         "move_pages",
@@ -724,6 +746,8 @@ pub fn probe(root: &Path) -> Features {
                     m.config_word("CONFIG_MIGRATION")
                 ),
             )
+        } else if let Err(e) = &mem_list {
+            (false, format!("{node}/{mem_file}: {e}"))
         } else if mem_nodes.len() < 2 {
             (
                 false,
@@ -745,10 +769,11 @@ pub fn probe(root: &Path) -> Features {
     );
     row(
         "numa",
-        match &online {
+        match online.as_deref().map(parse_list) {
             None => (false, format!("no {node} (needs CONFIG_NUMA)")),
-            Some(o) => {
-                let nodes: Vec<String> = parse_list(o)
+            Some(Err(e)) => (false, format!("{node}/online: {e}")),
+            Some(Ok(ids)) => {
+                let nodes: Vec<String> = ids
                     .into_iter()
                     .map(|n| {
                         let cpus = m
@@ -1200,6 +1225,27 @@ mod tests {
             (true, "/dev/zram0 partition 1.0 GiB, 12.0 MiB used")
         );
 
+        // Node lists no kernel has (a forged tree) are named, not expanded.
+        let forged: Vec<(&str, &str)> = numa_box
+            .iter()
+            .map(|&(p, v)| match p.strip_prefix(node) {
+                Some("/online" | "/has_memory") => (p, "0-4294967295\n"),
+                _ => (p, v),
+            })
+            .collect();
+        let dir = tree(&forged, &[]);
+        let f = probe_read_only(dir.path());
+        let beyond = "node list \"0-4294967295\" names node 4294967295, beyond the kernel's \
+                      1024 nodes (MAX_NUMNODES)";
+        assert_eq!(
+            row(&f, "numa"),
+            (false, format!("/{node}/online: {beyond}").as_str())
+        );
+        assert_eq!(
+            row(&f, "move_pages"),
+            (false, format!("/{node}/has_memory: {beyond}").as_str())
+        );
+
         // Older kernel, one memory node, options off.
         let dir = tree(
             &[
@@ -1257,8 +1303,18 @@ mod tests {
     fn helpers() {
         assert_eq!(version_of("6.12.0-rc1"), Some((6, 12)));
         assert_eq!(version_of("unknown"), None);
-        assert_eq!(parse_list("0-2,4\n"), [0, 1, 2, 4]);
-        assert_eq!(parse_list(""), Vec::<u32>::new());
+        assert_eq!(parse_list("0-2,4\n"), Ok(vec![0, 1, 2, 4]));
+        assert_eq!(parse_list(""), Ok(Vec::<u32>::new()));
+        assert_eq!(parse_list("0-1023"), Ok((0..1024).collect()));
+        assert_eq!(
+            parse_list("0-4294967295\n"),
+            Err(
+                "node list \"0-4294967295\" names node 4294967295, beyond the kernel's 1024 \
+                 nodes (MAX_NUMNODES)"
+                    .into()
+            )
+        );
+        assert!(parse_list("0,1024").is_err());
         assert_eq!(
             listing(&[
                 ("a", None),

@@ -88,9 +88,17 @@ fn meminfo_kb(text: &str, field: &str) -> Option<u64> {
 pub fn discover(root: &Path) -> Topology {
     let mut t = Topology::default();
     let node_dir = "sys/devices/system/node";
-    let ids = read(root, &format!("{node_dir}/online"))
-        .map(|s| parse_list(&s))
-        .unwrap_or_default();
+    // A list naming nodes no kernel has (`0-4294967295`) is refused whole,
+    // with a warning naming the file: expanding it would take minutes.
+    let ids = match read(root, &format!("{node_dir}/online")).map(|s| parse_list(&s)) {
+        None => Vec::new(),
+        Some(Ok(ids)) => ids,
+        Some(Err(e)) => {
+            t.warnings
+                .push(format!("/{node_dir}/online: {e}: no node is read"));
+            Vec::new()
+        }
+    };
     for &id in &ids {
         let d = format!("{node_dir}/node{id}");
         let meminfo = read(root, &format!("{d}/meminfo")).unwrap_or_default();
@@ -123,17 +131,29 @@ pub fn discover(root: &Path) -> Topology {
         });
     }
     let tiers_dir = root.join("sys/devices/virtual/memory_tiering");
-    let mut tiers: Vec<(u32, Vec<u32>)> = std::fs::read_dir(&tiers_dir)
+    let mut tiers: Vec<(u32, Vec<u32>)> = Vec::new();
+    for e in std::fs::read_dir(&tiers_dir)
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let id = name.strip_prefix("memory_tier")?.parse().ok()?;
-            let nodes = std::fs::read_to_string(e.path().join("nodelist")).ok()?;
-            Some((id, parse_list(&nodes)))
-        })
-        .collect();
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(id) = name
+            .strip_prefix("memory_tier")
+            .and_then(|n| n.parse().ok())
+        else {
+            continue;
+        };
+        let Ok(nodes) = std::fs::read_to_string(e.path().join("nodelist")) else {
+            continue;
+        };
+        match parse_list(&nodes) {
+            Ok(nodes) => tiers.push((id, nodes)),
+            Err(e) => t.warnings.push(format!(
+                "/sys/devices/virtual/memory_tiering/{name}/nodelist: {e}: the tier is ignored"
+            )),
+        }
+    }
     tiers.sort();
     for (tid, nodes) in &tiers {
         for n in t.nodes.iter_mut().filter(|n| nodes.contains(&n.id)) {
@@ -627,6 +647,31 @@ mod tests {
             &TieringParams::default()
         )
         .is_err());
+    }
+
+    /// `node/online` = `0-4294967295` once ran for minutes (four billion
+    /// node directories looked up): now the list is refused, naming the
+    /// file and the value.
+    #[test]
+    fn node_lists_beyond_the_kernels_limit_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        machine(d.path(), &[(4, "0\n"), (22, "1-4294967295\n")]);
+        w(d.path(), "sys/devices/system/node/online", "0-4294967295\n");
+        let t = discover(d.path());
+        assert!(t.nodes.is_empty() && t.tiers == [(4, vec![0])], "{t:?}");
+        assert_eq!(
+            t.warnings[..2],
+            [
+                "/sys/devices/system/node/online: node list \"0-4294967295\" names node \
+                 4294967295, beyond the kernel's 1024 nodes (MAX_NUMNODES): no node is read",
+                "/sys/devices/virtual/memory_tiering/memory_tier22/nodelist: node list \
+                 \"1-4294967295\" names node 4294967295, beyond the kernel's 1024 nodes \
+                 (MAX_NUMNODES): the tier is ignored"
+            ]
+        );
+        // The largest list a kernel can have is read.
+        w(d.path(), "sys/devices/system/node/online", "0-1023\n");
+        assert_eq!(discover(d.path()).nodes.len(), 1024);
     }
 
     #[test]

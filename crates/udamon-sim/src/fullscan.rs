@@ -33,6 +33,7 @@ pub struct FullScan {
 impl FullScan {
     pub fn new(model: Arc<Model>, attrs: Attrs, seed: u64) -> Result<FullScan, Error> {
         attrs.validate()?;
+        crate::bounds::check_full_scan(&model.workload, &attrs).map_err(crate::bounds_error)?;
         if attrs.aggr_samples() > u64::from(u16::MAX) {
             return Err(Error::InvalidAttrs(format!(
                 "full scan counts at most {} samples per aggregation window",

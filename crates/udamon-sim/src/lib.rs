@@ -41,6 +41,7 @@
 //! assert!(acc.hot_f1 > 0.8, "{acc:?}");
 //! ```
 
+mod bounds;
 mod fullscan;
 mod machine;
 mod model;
@@ -56,6 +57,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use udamon_core::{Adaptation, Attrs, Engine, Monitor, Target};
 
+pub use bounds::{check_bounds, BoundsError, MAX_STEPS_PER_SAMPLE, MODEL_MEMORY_BOUND};
 pub use fullscan::{FullScan, MAX_FULL_SCAN_PAGES};
 pub use machine::numab::Numab2Params;
 pub use machine::{MachineSpec, NodeSpec, Placement, SimMetrics, ThpMode, HUGE_PAGE};
@@ -121,12 +123,15 @@ pub fn build_monitor(
 /// with the same generators as [`build_monitor`] (so the same snapshots).
 /// Install schemes on it, run it, and read the simulated machine's figures
 /// with `engine.ops().metrics()`. `FullScan` is not an engine: an error.
+/// Attributes [`check_bounds`] refuses are refused here, before anything
+/// is allocated.
 pub fn build_engine(
     model: &Arc<Model>,
     attrs: Attrs,
     seed: u64,
     kind: MonitorKind,
 ) -> Result<Engine<SimOps, Pcg64Mcg>, udamon_core::Error> {
+    check_bounds(&model.workload, &attrs).map_err(bounds_error)?;
     let rng = Pcg64Mcg::seed_from_u64(seed);
     let ops = SimOps::new(Arc::clone(model), seed);
     // The attributes' mode is what the engine follows.
@@ -148,6 +153,16 @@ pub fn build_engine(
         }
     };
     Engine::with_adaptation(attrs, ops, vec![Target::new(0)], rng, adaptation)
+}
+
+/// A [`BoundsError`] as the engine's error: about the attributes, or
+/// about the workload.
+pub(crate) fn bounds_error(e: BoundsError) -> udamon_core::Error {
+    if e.what == "workload" {
+        udamon_core::Error::Backend(e.to_string())
+    } else {
+        udamon_core::Error::InvalidAttrs(e.to_string())
+    }
 }
 
 /// A spec that could not be used, with where and why.

@@ -29,7 +29,7 @@ pub const HUGE_PAGE: u64 = 2 << 20;
 /// The most NUMA nodes a spec may declare.
 pub const MAX_NODES: usize = 64;
 /// The machine advances in steps of at most this long.
-const MAX_STEP_US: u64 = 10_000;
+pub(crate) const MAX_STEP_US: u64 = 10_000;
 /// A page whose last access is more recent than this is on the active LRU.
 const ACTIVE_AGE_US: f64 = 1e6;
 /// Running totals are recomputed from the cells this often (float drift).

@@ -6,6 +6,10 @@ use udamon_core::{Addr, AddrRange};
 
 use crate::spec::{Sweep, Workload};
 
+/// Intervals whose pieces could number more than this are folded where
+/// they may be long ([`Model::pieces_folded`]).
+const FOLD_PIECES: u128 = 1 << 16;
+
 /// An address span of one phase with a constant set of accesses.
 #[derive(Clone, Debug)]
 pub(crate) struct Seg {
@@ -64,6 +68,47 @@ impl Model {
     /// Splits `[t0, t1)` at phase boundaries.
     pub(crate) fn pieces(&self, t0: u64, t1: u64, out: &mut Vec<Piece>) {
         out.clear();
+        self.push_pieces(t0, t1, out);
+    }
+
+    /// The pieces of `[t0, t1)` with its whole cycles folded, for intervals
+    /// too long to list ([`crate::bounds::max_pieces`] above
+    /// `FOLD_PIECES`): `out` gets the pieces before the first whole cycle
+    /// and after the last, `cycle` those of one whole cycle, and the number
+    /// `k` of whole cycles is returned. Every whole cycle has the same
+    /// hazard (each phase instance starts afresh, sweeps included), so the
+    /// hazard over `[t0, t1)` is `hazard(out) + k * hazard(cycle)`, and
+    /// memory stays O(phases) however long the interval. Other intervals
+    /// are listed as [`pieces`](Self::pieces) lists them, and `k` is 0.
+    pub(crate) fn pieces_folded(
+        &self,
+        t0: u64,
+        t1: u64,
+        out: &mut Vec<Piece>,
+        cycle: &mut Vec<Piece>,
+    ) -> u64 {
+        let c = self.cycle_us;
+        cycle.clear();
+        let folded = (crate::bounds::max_pieces(&self.workload, t1.saturating_sub(t0))
+            > FOLD_PIECES)
+            .then(|| {
+                let c0 = t0.checked_next_multiple_of(c)?;
+                let k = t1.checked_sub(c0)? / c;
+                (k >= 2).then_some((c0, k))
+            })
+            .flatten();
+        let Some((c0, k)) = folded else {
+            self.pieces(t0, t1, out);
+            return 0;
+        };
+        out.clear();
+        self.push_pieces(t0, c0, out);
+        self.push_pieces(c0 + k * c, t1, out);
+        self.push_pieces(c0, c0 + c, cycle);
+        k
+    }
+
+    fn push_pieces(&self, t0: u64, t1: u64, out: &mut Vec<Piece>) {
         let mut t = t0;
         while t < t1 {
             let cycle = t / self.cycle_us;
@@ -309,6 +354,51 @@ mod tests {
             (0, 3_000_000),
             "second cycle"
         );
+    }
+
+    /// A soft-dirty interval spanning more cycles than are listed is
+    /// folded: the same hazard, from a few pieces.
+    #[test]
+    fn folded_intervals_have_the_hazard_of_the_listed_ones() {
+        let m = model(
+            r#"
+            duration = "3ms"
+            base = 0
+            [[layout]]
+            object = "a"
+            size = "1M"
+            [[phase]]
+            duration = "1ms"
+            [[phase.access]]
+            object = "a"
+            rate = 0.5
+            [[phase]]
+            duration = "2ms"
+            [[phase.access]]
+            object = "a"
+            range = ["0%", "50%"]
+            rate = 0.25
+            sweep = { width = "64K", period = "700us" }
+        "#,
+        );
+        let (t0, t1) = (1_234, 1_234 + 40_000 * 3_000 + 1_777);
+        let (mut all, mut out, mut cycle) = (Vec::new(), Vec::new(), Vec::new());
+        m.pieces(t0, t1, &mut all);
+        assert!(all.len() as u128 > FOLD_PIECES);
+        let k = m.pieces_folded(t0, t1, &mut out, &mut cycle);
+        assert!(k > 1 && out.len() <= 6 && cycle.len() == 2, "{k} {out:?}");
+        for page in [0x0, 0x1_0000, 0x4_3000, 0x9_0000] {
+            let want = m.hazard(page, &all);
+            let got = m.hazard(page, &out) + k as f64 * m.hazard(page, &cycle);
+            assert!(
+                (got - want).abs() <= 1e-9 * want.max(1.0),
+                "{page:#x}: {got} {want}"
+            );
+        }
+        // Short intervals are listed as they are.
+        assert_eq!(m.pieces_folded(t0, t0 + 9_000, &mut out, &mut cycle), 0);
+        m.pieces(t0, t0 + 9_000, &mut all);
+        assert_eq!((out, cycle.len()), (all, 0));
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub struct SimOps {
     model: Arc<Model>,
     rng: Pcg64Mcg,
     pieces: Vec<Piece>,
+    /// One whole cycle's pieces, when a soft-dirty interval is folded.
+    cycle_pieces: Vec<Piece>,
     machine: Machine,
     /// Soft-dirty reset once per window (or less often): each check then
     /// draws for the time since the last reset, and the engine's counts
@@ -45,6 +47,7 @@ impl SimOps {
         SimOps {
             rng: Pcg64Mcg::seed_from_u64(seed ^ 0x5eed_0fac_ce55),
             pieces: Vec::new(),
+            cycle_pieces: Vec::new(),
             machine: Machine::new(&model.workload),
             model,
             soft_dirty: None,
@@ -128,19 +131,33 @@ impl Operations for SimOps {
         accessed: &mut Vec<bool>,
     ) {
         accessed.clear();
-        let since = self
-            .soft_dirty
-            .as_ref()
-            .map_or(window.start_us, |sd| sd.reset_us);
-        self.model.pieces(since, window.end_us, &mut self.pieces);
+        // The sampling interval is bounded (`check_bounds`); the time since
+        // soft-dirty's last reset (windows:N of them) is not: its whole
+        // cycles are folded when it spans too many.
+        let cycles = match self.soft_dirty.as_ref() {
+            None => {
+                self.model
+                    .pieces(window.start_us, window.end_us, &mut self.pieces);
+                0
+            }
+            Some(sd) => self.model.pieces_folded(
+                sd.reset_us,
+                window.end_us,
+                &mut self.pieces,
+                &mut self.cycle_pieces,
+            ),
+        };
         let w = &self.model.workload;
         let page_size = w.page_size;
         for r in targets.iter().flat_map(|t| &t.regions) {
             let page = r.sampling_addr / page_size * page_size;
-            let h = if w.is_mapped(page) {
+            let h = if !w.is_mapped(page) {
+                0.0
+            } else if cycles == 0 {
                 self.model.hazard(page, &self.pieces)
             } else {
-                0.0
+                self.model.hazard(page, &self.pieces)
+                    + cycles as f64 * self.model.hazard(page, &self.cycle_pieces)
             };
             let hit = h > 0.0 && self.rng.random::<f64>() < -(-h).exp_m1();
             accessed.push(hit);

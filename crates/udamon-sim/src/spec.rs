@@ -438,7 +438,7 @@ impl Workload {
             None => MachineSpec::default(),
             Some(m) => parse_machine(m, origin, &at)?,
         };
-        Ok(Workload {
+        let w = Workload {
             name: raw.name.unwrap_or_else(|| origin.to_string()),
             duration_us,
             seed: raw.seed,
@@ -446,7 +446,32 @@ impl Workload {
             objects,
             phases,
             machine,
-        })
+        };
+        // Refused before anything is built on it: a spec whose model would
+        // not fit (crate::bounds).
+        if let Err(e) = crate::bounds::check_workload(&w) {
+            return Err(
+                match e.phase.and_then(|i| raw.phase.get(i).map(|p| (i, p))) {
+                    Some((i, p)) => at(
+                        p.duration.span(),
+                        format!(
+                            "phase {} ({} accesses): {}: {}",
+                            i + 1,
+                            p.access.len(),
+                            e.reason,
+                            e.fix
+                        ),
+                    ),
+                    None => SpecError::at(
+                        origin,
+                        0,
+                        0,
+                        format!("{}: {}: {}", e.subject, e.reason, e.fix),
+                    ),
+                },
+            );
+        }
+        Ok(w)
     }
 
     /// Mapped ranges in address order (adjacent objects are separate mappings).

@@ -38,6 +38,15 @@ pub struct Accuracy {
     pub avg_nr_regions: f64,
     pub hot_threshold: f64,
     pub warmup_windows: usize,
+    /// Windows not scored because their sampling interval spans more of the
+    /// workload than the model takes on (see `check_bounds`): a record
+    /// written by hand or damaged, never one the simulator wrote.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skipped_windows: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Truth over one address span for one window.
@@ -55,6 +64,9 @@ struct TruthSpan {
 /// evaluated at its middle page: truth stays O(ranges), never O(pages).
 const PIECES_PER_SWEEP_WIDTH: u64 = 16;
 const MAX_PIECES_PER_SPAN: u64 = 4096;
+/// A window's sample intervals are kept cut into pieces up to this many
+/// pieces in all; beyond, each is cut again where it is needed.
+const KEPT_PIECES: u128 = 1 << 16;
 
 impl Model {
     /// Ground truth over mapped memory for the window `[start_us, end_us)`
@@ -62,21 +74,28 @@ impl Model {
     fn truth_spans(&self, start_us: u64, end_us: u64, sample_us: u64) -> Vec<TruthSpan> {
         let page = self.workload.page_size;
         let nr_samples = ((end_us - start_us) / sample_us.max(1)).max(1);
-        // Pieces of each sample interval.
-        let mut intervals: Vec<Vec<Piece>> = Vec::with_capacity(nr_samples as usize);
-        let mut phases: Vec<usize> = Vec::new();
+        let interval = |i: u64, out: &mut Vec<Piece>| {
+            let a = start_us.saturating_add(i.saturating_mul(sample_us));
+            self.pieces(a, a.saturating_add(sample_us), out);
+        };
+        // Pieces of each sample interval: kept when they are few, made
+        // again for each span otherwise (memory stays that of one
+        // interval, however many samples a window has).
+        let mut buf = Vec::new();
+        let keep = u128::from(nr_samples) * crate::bounds::max_pieces(&self.workload, sample_us)
+            <= KEPT_PIECES;
+        let mut intervals: Vec<Vec<Piece>> = Vec::new();
+        let mut seen = vec![false; self.workload.phases.len()];
         for i in 0..nr_samples {
-            let mut p = Vec::new();
-            self.pieces(
-                start_us + i * sample_us,
-                start_us + (i + 1) * sample_us,
-                &mut p,
-            );
-            phases.extend(p.iter().map(|p| p.phase));
-            intervals.push(p);
+            interval(i, &mut buf);
+            for p in &buf {
+                seen[p.phase] = true;
+            }
+            if keep {
+                intervals.push(buf.clone());
+            }
         }
-        phases.sort_unstable();
-        phases.dedup();
+        let phases: Vec<usize> = (0..seen.len()).filter(|&i| seen[i]).collect();
         // Breakpoints: objects and the access spans of every phase in the window.
         let mut points: Vec<Addr> = Vec::new();
         for o in &self.workload.objects {
@@ -111,7 +130,13 @@ impl Model {
             // Middle page of the span stands for the whole span.
             let mid = (a + (b - a) / 2) / page * page;
             let (mut sum_p, mut sum_h) = (0.0, 0.0);
-            for pieces in &intervals {
+            for i in 0..nr_samples {
+                let pieces = if keep {
+                    &intervals[i as usize]
+                } else {
+                    interval(i, &mut buf);
+                    &buf
+                };
                 let h: f64 = pieces
                     .iter()
                     .filter_map(|p| self.seg_at(p.phase, mid).map(|s| seg_hazard(s, mid, p)))
@@ -151,6 +176,7 @@ pub struct AccuracyAcc {
     fneg: f64,
     wss_abs_err: f64,
     wss_true: f64,
+    skipped: usize,
 }
 
 impl AccuracyAcc {
@@ -166,6 +192,7 @@ impl AccuracyAcc {
             fneg: 0.0,
             wss_abs_err: 0.0,
             wss_true: 0.0,
+            skipped: 0,
         }
     }
 
@@ -176,6 +203,17 @@ impl AccuracyAcc {
             return;
         }
         let Some(t) = s.targets.first() else { return };
+        // The truth of a window cuts one sample interval at a time into
+        // the phases it spans: refused where that alone would pass the
+        // model's memory bound (a snapshot read from a file says anything).
+        let pieces = crate::bounds::max_pieces(&model.workload, s.sample_us.max(1));
+        if pieces * 2 * std::mem::size_of::<crate::model::Piece>() as u128
+            > u128::from(crate::MODEL_MEMORY_BOUND)
+            || s.end_us < s.start_us
+        {
+            self.skipped += 1;
+            return;
+        }
         let nr_samples = ((s.end_us - s.start_us) / s.sample_us.max(1)).max(1) as f64;
         let truth = model.truth_spans(s.start_us, s.end_us, s.sample_us);
         let h = self.opts.hot_threshold;
@@ -217,7 +255,10 @@ impl AccuracyAcc {
     }
 
     pub fn finish(self) -> Accuracy {
-        let windows = self.seen.saturating_sub(self.opts.warmup_windows);
+        let windows = self
+            .seen
+            .saturating_sub(self.opts.warmup_windows)
+            .saturating_sub(self.skipped);
         let f1_den = 2.0 * self.tp + self.fp + self.fneg;
         Accuracy {
             freq_mae: if self.bytes > 0.0 {
@@ -246,6 +287,7 @@ impl AccuracyAcc {
             },
             hot_threshold: self.opts.hot_threshold,
             warmup_windows: self.opts.warmup_windows,
+            skipped_windows: self.skipped,
         }
     }
 }

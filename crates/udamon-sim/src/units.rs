@@ -107,9 +107,59 @@ pub fn parse_cost_us_per_byte(s: &str) -> Result<f64, String> {
     Ok(us / bytes as f64)
 }
 
+/// A duration in microseconds in the largest of h, m, s, ms and us that
+/// writes it exactly ("1000000h", "100ms", "1500us"): as a config writes it.
+pub fn format_duration_us(us: u64) -> String {
+    for (unit, n) in [
+        ("h", 3_600_000_000u64),
+        ("m", 60_000_000),
+        ("s", 1_000_000),
+        ("ms", 1_000),
+    ] {
+        if us >= n && us.is_multiple_of(n) {
+            return format!("{}{unit}", us / n);
+        }
+    }
+    format!("{us}us")
+}
+
+/// A byte count in binary units with one decimal where it helps
+/// ("1 GiB", "21.5 GiB", "512 B").
+pub fn format_bytes(b: u128) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut i = 0;
+    let mut scale: u128 = 1;
+    while i + 1 < UNITS.len() && b >= scale << 10 {
+        scale <<= 10;
+        i += 1;
+    }
+    if b.is_multiple_of(scale) || i == 0 {
+        return format!("{} {}", b / scale, UNITS[i]);
+    }
+    let v = format!("{:.1}", b as f64 / scale as f64);
+    format!("{} {}", v.strip_suffix(".0").unwrap_or(&v), UNITS[i])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(format_duration_us(3_600_000_000_000_000), "1000000h");
+        assert_eq!(format_duration_us(100_000), "100ms");
+        assert_eq!(format_duration_us(1_500), "1500us");
+        assert_eq!(format_duration_us(90_000_000), "90s");
+        assert_eq!(format_duration_us(0), "0us");
+        for s in ["2m", "5us", "1h", "7s"] {
+            assert_eq!(format_duration_us(parse_duration_us(s).unwrap()), s);
+        }
+        assert_eq!(format_bytes(1 << 30), "1 GiB");
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(3 << 29), "1.5 GiB");
+        assert_eq!(format_bytes(u128::MAX), format_bytes(u128::MAX)); // no panic
+        assert!(format_bytes(u128::from(u64::MAX)).ends_with("EiB"));
+    }
 
     #[test]
     fn sizes() {
