@@ -138,7 +138,7 @@ impl Pidfd {
         };
         // Read after the open: if the process is still alive afterwards,
         // the pid named it during the read.
-        let st = crate::ops::start_time(std::path::Path::new("/"), pid);
+        let st = crate::stat::start_time(std::path::Path::new("/"), pid);
         me.start_time = st.filter(|_| !me.exited());
         Ok(me)
     }
@@ -277,7 +277,7 @@ impl Pidfd {
                 }
                 Ok(())
             },
-            || crate::ops::start_time(std::path::Path::new("/"), pid),
+            || crate::stat::start_time(std::path::Path::new("/"), pid),
         )
     }
 

@@ -27,8 +27,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use io_uring::{opcode, squeue, types, IoUring};
 
-use crate::pagemap::read_full_at;
-
 /// Submission queue entries: requests beyond this go in further rounds.
 const RING_ENTRIES: u32 = 256;
 
@@ -423,6 +421,20 @@ impl Ring {
         }
         false
     }
+}
+
+/// `pread` until `buf` is full or end of file; returns the bytes read.
+pub(crate) fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
 }
 
 #[cfg(test)]

@@ -42,12 +42,14 @@ pub mod maps;
 mod ops;
 pub mod paddr;
 pub mod pagemap;
+mod stat;
 
 pub use error::ProcError;
 pub use maps::{read_maps, Mapping};
 pub use ops::{
-    clear_refs_path, clock_ticks_per_s, node_mem_bp, node_room, proc_field, start_time, stat_field,
-    unsupported_reason, AccessMode, Paced, ProcOps, ProcStat, SoftDirtyStats, TargetEnd,
+    clear_refs_path, node_mem_bp, node_room, proc_field, unsupported_reason, AccessMode, Paced,
+    ProcOps, SoftDirtyStats, TargetEnd,
 };
 pub use paddr::{node_ram, system_ram, PaddrOps};
 pub use pagemap::{Pagemap, PagemapEntry};
+pub use stat::{clock_ticks_per_s, start_time, stat_field, ProcStat};

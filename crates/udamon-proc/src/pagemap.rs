@@ -4,7 +4,6 @@
 //! 61 file-page or shared-anon, 62 swapped, 63 present.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::ProcError;
@@ -81,7 +80,7 @@ impl Pagemap {
     /// mapped or not). Read errors count as not stale.
     pub fn stale(&self) -> bool {
         let mut buf = [0u8; 8];
-        matches!(read_full_at(&self.file, &mut buf, 0), Ok(0))
+        matches!(crate::batch::read_full_at(&self.file, &mut buf, 0), Ok(0))
     }
 
     pub fn pid(&self) -> u32 {
@@ -262,23 +261,10 @@ fn read_sorted_words(file: &File, sorted: &[u64]) -> std::io::Result<Vec<u64>> {
     Ok(words)
 }
 
-/// `pread` until `buf` is full or end of file; returns the bytes read.
-pub(crate) fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
 
     /// Writes a fake pagemap with `entries` (page index, raw entry).
     pub(crate) fn fake_pagemap(root: &Path, pid: u32, entries: &[(u64, u64)]) {

@@ -16,7 +16,7 @@ use udamon_core::schemes::{
 
 use crate::error::{quote, ParseError};
 use crate::fields::{self, Problem, TimeUnit};
-use crate::structured::{self as st, Reader};
+use crate::reader::{self as st, Reader};
 use crate::tree::{Node, V};
 use crate::units::{placeholder, Side};
 

@@ -54,6 +54,7 @@ mod damo;
 mod emit;
 mod error;
 mod fields;
+mod reader;
 mod structured;
 mod text;
 mod tree;
@@ -79,8 +80,8 @@ pub fn parse(src: &str, origin: &str, format: Option<Format>) -> Result<Vec<Damo
     let s = error::Src::new(src, origin);
     match format.unwrap_or_else(|| detect(src)) {
         Format::Text => text::parse(&s),
-        Format::Toml => structured::Reader { src: s }.schemes(&tree::from_toml(&s)?),
-        Format::Json => structured::Reader { src: s }.schemes(&tree::from_json(&s)?),
+        Format::Toml => reader::Reader { src: s }.schemes(&tree::from_toml(&s)?),
+        Format::Json => reader::Reader { src: s }.schemes(&tree::from_json(&s)?),
     }
 }
 

@@ -29,6 +29,7 @@ use crate::machine::{Cell, MAX_STEP_US};
 use crate::model::{Piece, Seg};
 use crate::spec::{Phase, Sweep, Workload};
 use crate::units::{format_bytes, format_duration_us};
+use crate::SpecError;
 
 /// The most memory the simulator's model may need for a run: 1 GiB.
 pub const MODEL_MEMORY_BOUND: u64 = 1 << 30;
@@ -50,6 +51,37 @@ pub struct BoundsError {
     pub reason: String,
     /// What to give instead.
     pub fix: String,
+}
+
+impl Workload {
+    /// Parses and checks a spec; `origin` names it in errors (a file name).
+    /// A spec whose model would not fit is refused here, at its phase's
+    /// line, before anything is built on it.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Workload, SpecError> {
+        let (w, places) = Workload::parse_toml(text, origin)?;
+        if let Err(e) = check_workload(&w) {
+            return Err(match e.phase.and_then(|i| places.get(i).map(|p| (i, p))) {
+                Some((i, &(line, col, accesses))) => SpecError::at(
+                    origin,
+                    line,
+                    col,
+                    format!(
+                        "phase {} ({accesses} accesses): {}: {}",
+                        i + 1,
+                        e.reason,
+                        e.fix
+                    ),
+                ),
+                None => SpecError::at(
+                    origin,
+                    0,
+                    0,
+                    format!("{}: {}: {}", e.subject, e.reason, e.fix),
+                ),
+            });
+        }
+        Ok(w)
+    }
 }
 
 /// Checks that a run of `workload` under `attrs` stays within
@@ -84,7 +116,7 @@ fn check_with(w: &Workload, attrs: &Attrs, per_piece: u128) -> Result<(), Bounds
     }
     let cycle = format_duration_us(w.cycle_us());
     for (what, us) in intervals {
-        let need = base + max_pieces(w, us) * per_piece;
+        let need = base + w.max_pieces(us) * per_piece;
         if need > u128::from(MODEL_MEMORY_BOUND) {
             return Err(BoundsError {
                 what: what.into(),
@@ -119,15 +151,6 @@ fn check_with(w: &Workload, attrs: &Attrs, per_piece: u128) -> Result<(), Bounds
         }
     }
     Ok(())
-}
-
-/// Phase instances (model pieces) an interval of `us` can overlap: the
-/// phases of every cycle it spans, plus one (where it starts and ends in
-/// the same phase).
-pub(crate) fn max_pieces(w: &Workload, us: u64) -> u128 {
-    let n = w.phases.len() as u128;
-    let cycle = u128::from(w.cycle_us().max(1));
-    (u128::from(us) / cycle + 1) * n + 1
 }
 
 /// Bytes per piece of an interval the engine's checks evaluate: the

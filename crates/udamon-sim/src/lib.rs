@@ -44,6 +44,7 @@
 mod bounds;
 mod fullscan;
 mod machine;
+mod machine_spec;
 mod model;
 mod ops;
 mod spec;
@@ -60,7 +61,8 @@ use udamon_core::{Adaptation, Attrs, Engine, Monitor, Target};
 pub use bounds::{check_bounds, BoundsError, MAX_STEPS_PER_SAMPLE, MODEL_MEMORY_BOUND};
 pub use fullscan::{FullScan, MAX_FULL_SCAN_PAGES};
 pub use machine::numab::Numab2Params;
-pub use machine::{MachineSpec, NodeSpec, Placement, SimMetrics, ThpMode, HUGE_PAGE};
+pub use machine::SimMetrics;
+pub use machine_spec::{MachineSpec, NodeSpec, Placement, ThpMode, HUGE_PAGE};
 pub use model::Model;
 pub use ops::SimOps;
 pub use spec::{Access, Object, Phase, Sweep, Workload, DEFAULT_BASE};

@@ -72,7 +72,7 @@ impl Model {
     }
 
     /// The pieces of `[t0, t1)` with its whole cycles folded, for intervals
-    /// too long to list ([`crate::bounds::max_pieces`] above
+    /// too long to list ([`Workload::max_pieces`] above
     /// `FOLD_PIECES`): `out` gets the pieces before the first whole cycle
     /// and after the last, `cycle` those of one whole cycle, and the number
     /// `k` of whole cycles is returned. Every whole cycle has the same
@@ -89,8 +89,7 @@ impl Model {
     ) -> u64 {
         let c = self.cycle_us;
         cycle.clear();
-        let folded = (crate::bounds::max_pieces(&self.workload, t1.saturating_sub(t0))
-            > FOLD_PIECES)
+        let folded = (self.workload.max_pieces(t1.saturating_sub(t0)) > FOLD_PIECES)
             .then(|| {
                 let c0 = t0.checked_next_multiple_of(c)?;
                 let k = t1.checked_sub(c0)? / c;

@@ -10,7 +10,7 @@ use toml::Spanned;
 use udamon_core::schemes::Action;
 use udamon_core::{Addr, AddrRange};
 
-use crate::machine::{MachineSpec, NodeSpec, Placement, ThpMode, MAX_NODES};
+use crate::machine_spec::{MachineSpec, NodeSpec, Placement, ThpMode, MAX_NODES};
 use crate::units::{parse_cost_us_per_byte, parse_duration_us, parse_latency_us, parse_size};
 use crate::SpecError;
 
@@ -227,9 +227,27 @@ pub struct Workload {
     pub machine: MachineSpec,
 }
 
+/// Where a spec's phases are written, for errors found after parsing:
+/// (line, column, accesses) of each phase's `duration`.
+pub(crate) type PhasePlaces = Vec<(usize, usize, usize)>;
+
 impl Workload {
-    /// Parses and checks a spec; `origin` names it in errors (a file name).
-    pub fn from_toml(text: &str, origin: &str) -> Result<Workload, SpecError> {
+    /// Phase instances (model pieces) an interval of `us` can overlap: the
+    /// phases of every cycle it spans, plus one (where it starts and ends
+    /// in the same phase).
+    pub(crate) fn max_pieces(&self, us: u64) -> u128 {
+        let n = self.phases.len() as u128;
+        let cycle = u128::from(self.cycle_us().max(1));
+        (u128::from(us) / cycle + 1) * n + 1
+    }
+
+    /// Parses a spec without the check of what its model would cost, which
+    /// [`Workload::from_toml`] (bounds.rs) adds; `origin` names it in
+    /// errors (a file name).
+    pub(crate) fn parse_toml(
+        text: &str,
+        origin: &str,
+    ) -> Result<(Workload, PhasePlaces), SpecError> {
         let raw: RawSpec = toml::from_str(text).map_err(|e| {
             let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
             SpecError::at(origin, line, col, e.message().to_string())
@@ -447,31 +465,15 @@ impl Workload {
             phases,
             machine,
         };
-        // Refused before anything is built on it: a spec whose model would
-        // not fit (crate::bounds).
-        if let Err(e) = crate::bounds::check_workload(&w) {
-            return Err(
-                match e.phase.and_then(|i| raw.phase.get(i).map(|p| (i, p))) {
-                    Some((i, p)) => at(
-                        p.duration.span(),
-                        format!(
-                            "phase {} ({} accesses): {}: {}",
-                            i + 1,
-                            p.access.len(),
-                            e.reason,
-                            e.fix
-                        ),
-                    ),
-                    None => SpecError::at(
-                        origin,
-                        0,
-                        0,
-                        format!("{}: {}: {}", e.subject, e.reason, e.fix),
-                    ),
-                },
-            );
-        }
-        Ok(w)
+        let places = raw
+            .phase
+            .iter()
+            .map(|p| {
+                let (line, col) = line_col(text, p.duration.span().start);
+                (line, col, p.access.len())
+            })
+            .collect();
+        Ok((w, places))
     }
 
     /// Mapped ranges in address order (adjacent objects are separate mappings).

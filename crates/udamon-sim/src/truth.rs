@@ -82,8 +82,7 @@ impl Model {
         // again for each span otherwise (memory stays that of one
         // interval, however many samples a window has).
         let mut buf = Vec::new();
-        let keep = u128::from(nr_samples) * crate::bounds::max_pieces(&self.workload, sample_us)
-            <= KEPT_PIECES;
+        let keep = u128::from(nr_samples) * self.workload.max_pieces(sample_us) <= KEPT_PIECES;
         let mut intervals: Vec<Vec<Piece>> = Vec::new();
         let mut seen = vec![false; self.workload.phases.len()];
         for i in 0..nr_samples {
@@ -206,7 +205,7 @@ impl AccuracyAcc {
         // The truth of a window cuts one sample interval at a time into
         // the phases it spans: refused where that alone would pass the
         // model's memory bound (a snapshot read from a file says anything).
-        let pieces = crate::bounds::max_pieces(&model.workload, s.sample_us.max(1));
+        let pieces = model.workload.max_pieces(s.sample_us.max(1));
         if pieces * 2 * std::mem::size_of::<crate::model::Piece>() as u128
             > u128::from(crate::MODEL_MEMORY_BOUND)
             || s.end_us < s.start_us
