@@ -12,7 +12,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{finish, spawn, text, udamon, write, Bounds};
+use common::{demo_spec, finish, free_port, spawn, text, udamon, write, Bounds};
 
 /// `udamon run --check CFG` on the fake tree under `root`.
 fn check_on(dir: &Path, cfg: &Path, root: &Path) -> std::process::Output {
@@ -32,18 +32,6 @@ const BOUNDS: Bounds = Bounds {
     secs: 120,
     mem_bytes: 4 << 30,
 };
-
-fn demo_spec() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs/demo.toml")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// GET `path` from the endpoint; None while it does not answer.
 fn get(port: u16, path: &str) -> Option<String> {

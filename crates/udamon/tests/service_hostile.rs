@@ -17,19 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{finish, text, udamon};
-
-fn demo_spec() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs/demo.toml")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{demo_spec, finish, free_port, text, udamon};
 
 /// `udamon ARGS` as a child, within 4 GiB of address space and `nofile`
 /// file descriptors.

@@ -117,6 +117,20 @@ pub fn finish(mut child: Child, secs: u64, what: &str) -> Output {
     }
 }
 
+/// The demo's workload spec in the repository.
+pub fn demo_spec() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs/demo.toml")
+}
+
+/// A loopback port free now (bound and released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
