@@ -19,9 +19,35 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{demo_spec, finish, free_port, text, udamon};
 
+/// A service child, killed if the test ends (or panics) before [`stop`].
+struct Svc(Option<Child>);
+
+impl Svc {
+    fn id(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+
+    fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.0.as_mut().expect("running").try_wait().ok().flatten()
+    }
+
+    fn take(mut self) -> Child {
+        self.0.take().expect("running")
+    }
+}
+
+impl Drop for Svc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// `udamon ARGS` as a child, within 4 GiB of address space and `nofile`
 /// file descriptors.
-fn spawn(dir: &Path, args: &[&str], nofile: u64) -> Child {
+fn spawn(dir: &Path, args: &[&str], nofile: u64) -> Svc {
     let mut c = Command::new(env!("CARGO_BIN_EXE_udamon"));
     c.args(args).current_dir(dir).env("NO_COLOR", "1");
     // SAFETY: setrlimit is async-signal-safe and touches only the child.
@@ -39,18 +65,20 @@ fn spawn(dir: &Path, args: &[&str], nofile: u64) -> Child {
             Ok(())
         });
     }
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start udamon")
+    Svc(Some(
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start udamon"),
+    ))
 }
 
 /// SIGTERM, then the child's stderr; it must exit 0 within 60 s.
-fn stop(child: Child) -> String {
+fn stop(svc: Svc) -> String {
     // SAFETY: kill has no memory effects; the child is ours and alive.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = finish(child, 60, "udamon run");
+    unsafe { libc::kill(svc.id() as i32, libc::SIGTERM) };
+    let out = finish(svc.take(), 60, "udamon run");
     let err = text(&out.stderr);
     assert!(out.status.success(), "udamon run failed: {err}");
     err
@@ -606,8 +634,8 @@ fn every_config_that_passes_check_starts_and_runs() {
         .collect();
     std::thread::sleep(Duration::from_secs(10));
     for (seed, mut c, port, t) in running {
-        if let Ok(Some(status)) = c.try_wait() {
-            let out = finish(c, 5, "udamon run");
+        if let Some(status) = c.try_wait() {
+            let out = finish(c.take(), 5, "udamon run");
             panic!(
                 "seed {seed} ended ({status}) within 10 s:\n{t}\n{}",
                 text(&out.stderr)
