@@ -184,10 +184,7 @@ mod tests {
         let cases: &[(Attrs, Option<&str>)] = &[
             (ok, None),
             (
-                Attrs {
-                    update_us: 0,
-                    ..ok
-                },
+                Attrs { update_us: 0, ..ok },
                 Some("ops update interval 0us is shorter"),
             ),
             (

@@ -16,6 +16,14 @@
 //! the i-th snapshot of the output, as damo's own reports pair them.
 //! `perf script` text is read twice instead: once for the targets, once to
 //! assemble the windows.
+//!
+//! Whatever the input, memory stays bounded: a line of perf script text,
+//! a JSON string or number, the regions of one window and the targets of
+//! a record each have a cap ([`MAX_LINE_BYTES`], [`MAX_TOKEN_BYTES`],
+//! [`MAX_REGIONS`], [`MAX_TARGETS`]), and an input past one is refused with
+//! the place and the cap, as is a value damo never writes (a negative
+//! count, a region that ends before it starts, a window that ends before it
+//! starts, a sampling interval of 0, an address past 2^64).
 
 use std::cell::Cell;
 use std::fs::File;
@@ -30,6 +38,24 @@ use udamon_core::{Attrs, RegionSnapshot, Snapshot, TargetSnapshot};
 use udamon_kdamon::trace::{parse_aggregated, Assembler};
 use udamon_record::{Entry, Header, Reader, TargetInfo, Writer};
 
+/// The longest line of `perf script` text read: a `damon_aggregated` line
+/// is about 120 bytes, and a longer line is refused rather than held (a
+/// file of zeros is one endless line).
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// The longest JSON string or number read (damo's are a few dozen bytes):
+/// the JSON parser holds one whole, so a longer one is refused.
+pub const MAX_TOKEN_BYTES: usize = 1 << 20;
+/// The most regions one window of a record may hold, over all its
+/// targets (the kernel's default `max_nr_regions` is 1,000 per target).
+pub const MAX_REGIONS: usize = 1 << 20;
+/// The most targets a record may hold: each is spilled to a file of its
+/// own and read back by a thread of its own.
+pub const MAX_TARGETS: usize = 256;
+
+/// Snapshots per frame of a spill: the merge holds a decoded frame of
+/// every target at once.
+const SPILL_FRAME_SNAPSHOTS: usize = 8;
+
 /// What an import read and wrote.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
@@ -41,6 +67,9 @@ pub struct Summary {
     pub targets: usize,
     /// End of the last snapshot, from the first one's start.
     pub duration_us: u64,
+    /// What was read but not imported, and why (a perf script file cut
+    /// in the middle of a window).
+    pub warnings: Vec<String>,
 }
 
 /// Why an import failed.
@@ -57,15 +86,19 @@ pub enum Error {
     Write(#[from] udamon_record::Error),
     #[error("cannot write a temporary file in {}: {source}", dir.display())]
     Spill { dir: PathBuf, source: io::Error },
+    /// The caller's progress callback asked to stop.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// Reads the damo record at `input` (any of its formats) and writes it as
 /// the udamon record `output`. `progress` is called now and then with the
-/// bytes of `input` read so far and its size.
+/// bytes of `input` read so far and its size; it returns `Break` to stop
+/// the import ([`Error::Interrupted`], the temporary files removed).
 pub fn import(
     input: &Path,
     output: &Path,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
 ) -> Result<Summary, Error> {
     let read_err = |source| Error::Read {
         path: input.to_path_buf(),
@@ -97,19 +130,21 @@ pub fn import(
     let mut tick = || progress(read.get(), total);
     if zlib {
         let z = BufReader::with_capacity(1 << 16, flate2::bufread::ZlibDecoder::new(r));
-        return import_json(z, "json_compressed", input, output, dir, &mut tick);
+        return import_json(z, "json_compressed", 0, input, output, dir, &mut tick);
     }
     // JSON starts with a list (an object is JSON too, but not damo's: the
     // parser says so); anything else is read as perf script text.
+    let mut skipped = 0;
     loop {
         let buf = r.fill_buf().map_err(read_err)?;
         let Some(&b) = buf.first() else { break };
         if b.is_ascii_whitespace() {
             r.consume(1);
+            skipped += 1;
             continue;
         }
         if b == b'[' || b == b'{' {
-            return import_json(r, "json", input, output, dir, &mut tick);
+            return import_json(r, "json", skipped, input, output, dir, &mut tick);
         }
         break;
     }
@@ -127,6 +162,136 @@ impl<R: Read> Read for Counted<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// JSON text read through a lexer that stops at a string or number longer
+/// than [`MAX_TOKEN_BYTES`]: serde_json gathers each one whole in memory,
+/// so an endless string (or a file of digits) would grow it without end.
+/// Where it stopped is kept in `over` (the byte's offset in the JSON text).
+struct TokenCap<R> {
+    inner: R,
+    /// Offset of the next byte in the JSON text.
+    at: u64,
+    /// Bytes of the string or number under way, and the most it may hold
+    /// ([`MAX_TOKEN_BYTES`]).
+    run: usize,
+    cap: usize,
+    in_string: bool,
+    escaped: bool,
+    over: Rc<Cell<Option<u64>>>,
+}
+
+impl<R> TokenCap<R> {
+    /// `at`: the offset of `inner`'s first byte in the JSON text.
+    fn new(inner: R, at: u64, over: Rc<Cell<Option<u64>>>) -> Self {
+        TokenCap {
+            inner,
+            at,
+            run: 0,
+            cap: MAX_TOKEN_BYTES,
+            in_string: false,
+            escaped: false,
+            over,
+        }
+    }
+
+    /// Takes `bytes`; the offset within them of the byte past the cap, if
+    /// any. Strings are crossed with `memchr` and the bytes between them
+    /// looked at one by one only where they could hold a number past the
+    /// cap, so that the scan costs little beside the parsing.
+    fn scan(&mut self, bytes: &[u8]) -> Option<usize> {
+        let delim = |b: u8| {
+            matches!(
+                b,
+                b',' | b':' | b'[' | b']' | b'{' | b'}' | b' ' | b'\t' | b'\n' | b'\r'
+            )
+        };
+        // Where the run reaches past the cap, `len` bytes from `at` on.
+        let cap = self.cap;
+        let past = |run: usize, at: usize, len: usize| (run + len > cap).then(|| at + (cap - run));
+        let mut i = 0;
+        while i < bytes.len() {
+            if self.in_string {
+                if self.escaped {
+                    // The escaped byte is the string's.
+                    self.escaped = false;
+                    if let Some(p) = past(self.run, i, 1) {
+                        return Some(p);
+                    }
+                    self.run += 1;
+                    i += 1;
+                    continue;
+                }
+                let Some(k) = memchr::memchr2(b'"', b'\\', &bytes[i..]) else {
+                    let len = bytes.len() - i;
+                    if let Some(p) = past(self.run, i, len) {
+                        return Some(p);
+                    }
+                    self.run += len;
+                    return None;
+                };
+                if bytes[i + k] == b'"' {
+                    if let Some(p) = past(self.run, i, k) {
+                        return Some(p);
+                    }
+                    self.in_string = false;
+                    self.run = 0;
+                } else {
+                    // The backslash is the string's too.
+                    if let Some(p) = past(self.run, i, k + 1) {
+                        return Some(p);
+                    }
+                    self.run += k + 1;
+                    self.escaped = true;
+                }
+                i += k + 1;
+            } else {
+                let quote = memchr::memchr(b'"', &bytes[i..]).map(|k| i + k);
+                let end = quote.unwrap_or(bytes.len());
+                let stretch = &bytes[i..end];
+                if self.run + stretch.len() > cap {
+                    // Long enough to hold a number past the cap.
+                    for (j, &b) in stretch.iter().enumerate() {
+                        if delim(b) {
+                            self.run = 0;
+                        } else {
+                            self.run += 1;
+                            if self.run > cap {
+                                return Some(i + j);
+                            }
+                        }
+                    }
+                } else {
+                    match stretch.iter().rposition(|&b| delim(b)) {
+                        Some(p) => self.run = stretch.len() - p - 1,
+                        None => self.run += stretch.len(),
+                    }
+                }
+                let q = quote?;
+                self.in_string = true;
+                self.run = 0;
+                i = q + 1;
+            }
+        }
+        None
+    }
+}
+
+impl<R: Read> Read for TokenCap<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let past = || io::Error::new(io::ErrorKind::InvalidData, "a JSON value past udamon's cap");
+        // Once past the cap, always: the first place is the one to name.
+        if self.over.get().is_some() {
+            return Err(past());
+        }
+        let n = self.inner.read(buf)?;
+        if let Some(i) = self.scan(&buf[..n]) {
+            self.over.set(Some(self.at + i as u64));
+            return Err(past());
+        }
+        self.at += n as u64;
         Ok(n)
     }
 }
@@ -152,8 +317,50 @@ fn header(input: &Path, format: &str, attrs: Attrs, targets: usize) -> Header {
 /// thousands separators (damo prints `"40,960"` even in raw mode),
 /// optionally followed by a unit word it uses for sizes (`"0 B"`); negative
 /// numbers stay negative (damo's fake region has `nr_accesses` -1).
-#[derive(Clone, Copy, Debug)]
-struct Num(f64);
+/// Integers are kept exact (addresses run past 2^53).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+impl Num {
+    /// The number as a whole number from 0 to `max`, if it is one.
+    fn whole(self, max: u64) -> Option<u64> {
+        match self {
+            Num::Int(v) => u64::try_from(v).ok().filter(|&v| v <= max),
+            Num::Float(f) if f.fract() == 0.0 && f >= 0.0 && f <= max as f64 => {
+                // `max as f64` rounds up to 2^64 for u64::MAX.
+                (f < 18_446_744_073_709_551_616.0).then_some(f as u64)
+            }
+            Num::Float(_) => None,
+        }
+    }
+
+    /// A time or an interval: 0 or more (a fraction is cut off).
+    fn non_negative(self) -> Option<u64> {
+        match self {
+            Num::Float(f) if f.is_finite() && f >= 0.0 => Num::Float(f.trunc()).whole(u64::MAX),
+            n => n.whole(u64::MAX),
+        }
+    }
+
+    fn is(self, v: i128) -> bool {
+        match self {
+            Num::Int(x) => x == v,
+            Num::Float(f) => f == v as f64,
+        }
+    }
+}
+
+impl std::fmt::Display for Num {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Num::Int(v) => write!(f, "{v}"),
+            Num::Float(v) => write!(f, "{v}"),
+        }
+    }
+}
 
 impl<'de> serde::Deserialize<'de> for Num {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -164,35 +371,32 @@ impl<'de> serde::Deserialize<'de> for Num {
                 f.write_str("a number, or a string of digits as damo writes them")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Num, E> {
-                Ok(Num(v as f64))
+                Ok(Num::Int(v.into()))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Num, E> {
-                Ok(Num(v as f64))
+                Ok(Num::Int(v.into()))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Num, E> {
-                Ok(Num(v))
+                Ok(Num::Float(v))
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<Num, E> {
                 let digits = s.split_whitespace().next().unwrap_or("").replace(',', "");
-                digits.parse::<f64>().map(Num).map_err(|_| {
-                    E::custom(format!(
+                if let Ok(v) = digits.parse::<i128>() {
+                    return Ok(Num::Int(v));
+                }
+                match digits.parse::<f64>() {
+                    Ok(v) if v.is_finite() => Ok(Num::Float(v)),
+                    _ => Err(E::custom(format!(
                         "{s:?} is not a number in damo's raw format (record with damo's raw numbers)"
-                    ))
-                })
+                    ))),
+                }
             }
         }
         d.deserialize_any(V)
     }
 }
 
-/// The parts of a damo snapshot udamon keeps (serde skips the rest).
-#[derive(serde::Deserialize)]
-struct DamoSnapshot {
-    start_time: Num,
-    end_time: Num,
-    regions: Vec<DamoRegion>,
-}
-
+/// A region as damo writes it (serde skips the keys udamon does not keep).
 #[derive(serde::Deserialize)]
 struct DamoRegion {
     start: Num,
@@ -221,14 +425,96 @@ struct DamoAge {
     aggr_intervals: Option<Num>,
 }
 
+/// Where a value sits, for messages: `record 0 snapshot 3 (end_time
+/// 100300000000 ns)`.
+struct Place {
+    record: usize,
+    snapshot: usize,
+    end_ns: Option<u64>,
+    /// Set when a check refuses a value (see [`Place::refuse`]).
+    refused: Rc<Cell<bool>>,
+}
+
+impl Place {
+    /// The error of a check that refused a value: its message stands on
+    /// its own (it names the place), unlike serde_json's.
+    fn refuse<E: de::Error>(&self, msg: String) -> E {
+        self.refused.set(true);
+        E::custom(msg)
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "record {} snapshot {}", self.record, self.snapshot)?;
+        if let Some(t) = self.end_ns {
+            write!(f, " (end_time {t} ns)")?;
+        }
+        Ok(())
+    }
+}
+
+/// A region of damo's, checked: `Ok(None)` for damo's fake region (0-0,
+/// nr_accesses -1), which only closes a single-snapshot record.
+fn region(
+    at: &Place,
+    ri: usize,
+    g: &DamoRegion,
+    prev_end: Option<u64>,
+) -> Result<Option<RegionSnapshot>, String> {
+    let samples = g.nr_accesses.samples;
+    if g.start.is(0) && g.end.is(0) && samples.is(-1) {
+        return Ok(None);
+    }
+    let addr = |what: &str, n: Num| {
+        n.whole(u64::MAX).ok_or_else(|| {
+            format!(
+                "{at} region {ri} {what}: {n} is not an address (a whole number from 0 to 2^64-1)"
+            )
+        })
+    };
+    let (start, end) = (addr("start", g.start)?, addr("end", g.end)?);
+    if end <= start {
+        return Err(format!(
+            "{at} region {ri}: {start:#x}-{end:#x} does not end after it starts"
+        ));
+    }
+    if let Some(p) = prev_end.filter(|&p| start < p) {
+        return Err(format!(
+            "{at} region {ri}: {start:#x}-{end:#x} starts before the region above it ends \
+             ({p:#x}); damo's regions are sorted and do not overlap"
+        ));
+    }
+    let count =
+        |what: &str, n: Num| {
+            n.whole(u64::from(u32::MAX)).map(|v| v as u32).ok_or_else(|| {
+            format!("{at} region {ri} {what}: {n} is not a count (a whole number from 0 to 2^32-1)")
+        })
+        };
+    let nr_accesses = count("nr_accesses.samples", samples)?;
+    let age = match g.age.as_ref().and_then(|a| a.aggr_intervals) {
+        Some(a) => count("age.aggr_intervals", a)?,
+        None => 0,
+    };
+    Ok(Some(RegionSnapshot {
+        start,
+        end,
+        nr_accesses,
+        age,
+    }))
+}
+
 /// One damo record's snapshots, spilled into a temporary udamon record.
 struct Spill {
     file: tempfile::NamedTempFile,
-    writer: Writer<BufWriter<File>>,
+    writer: Option<Writer<BufWriter<File>>>,
+    /// The most regions one of its snapshots held.
+    max_regions: usize,
 }
 
 /// The state of a streaming JSON import.
 struct JsonImport<'a> {
+    input: &'a Path,
     dir: &'a Path,
     attrs: Attrs,
     spills: Vec<Spill>,
@@ -238,7 +524,9 @@ struct JsonImport<'a> {
     /// Index of the damo record being read, and of its snapshot.
     record: usize,
     snapshot: usize,
-    tick: &'a mut dyn FnMut(),
+    /// Set when a check refused a value (its message names the place).
+    refused: Rc<Cell<bool>>,
+    tick: &'a mut dyn FnMut() -> ControlFlow<()>,
 }
 
 impl JsonImport<'_> {
@@ -249,81 +537,77 @@ impl JsonImport<'_> {
             return Ok(());
         };
         let us = |n: Num, what: &str| {
-            if n.0 >= 0.0 {
-                Ok(n.0 as u64)
-            } else {
-                Err(format!(
-                    "intervals.{what}: {} is not a non-negative number",
-                    n.0
-                ))
-            }
+            n.non_negative().ok_or_else(|| {
+                format!(
+                    "record 0 intervals.{what}: {n} is not a number of microseconds (0 or more)"
+                )
+            })
         };
-        self.attrs.sample_us = us(iv.sample_us, "sample_us")?;
-        self.attrs.aggr_us = us(iv.aggr_us, "aggr_us")?;
+        let (sample_us, aggr_us) = (us(iv.sample_us, "sample_us")?, us(iv.aggr_us, "aggr_us")?);
+        if sample_us == 0 {
+            return Err(
+                "record 0 intervals.sample_us: 0; a sampling interval is at least 1 us".into(),
+            );
+        }
+        if aggr_us < sample_us {
+            return Err(format!(
+                "record 0 intervals: aggr_us {aggr_us} is shorter than sample_us {sample_us}; \
+                 an aggregation window holds at least one sample"
+            ));
+        }
+        self.attrs.sample_us = sample_us;
+        self.attrs.aggr_us = aggr_us;
         self.attrs.update_us = us(iv.ops_update_us, "ops_update_us")?;
         Ok(())
     }
 
     /// Spills one snapshot of the current record.
-    fn snapshot(&mut self, s: DamoSnapshot) -> Result<(), String> {
-        let (ti, si) = (self.record, self.snapshot);
-        let negative = |what: String, n: Num| {
-            Err(format!(
-                "record {ti} snapshot {si} {what}: {} is not a non-negative number",
-                n.0
-            ))
-        };
-        for (what, n) in [("start_time", s.start_time), ("end_time", s.end_time)] {
-            if n.0.is_nan() || n.0 < 0.0 {
-                return negative(what.into(), n);
-            }
-        }
-        let mut regions = Vec::with_capacity(s.regions.len());
-        for (ri, g) in s.regions.into_iter().enumerate() {
-            for (what, n) in [("start", g.start), ("end", g.end)] {
-                if n.0.is_nan() || n.0 < 0.0 {
-                    return negative(format!("region {ri} {what}"), n);
-                }
-            }
-            // damo's fake snapshot (nr_accesses -1) closes single-snapshot
-            // records; empty regions mean nothing.
-            if g.nr_accesses.samples.0 < 0.0 || g.end.0 <= g.start.0 {
-                continue;
-            }
-            regions.push(RegionSnapshot {
-                start: g.start.0 as u64,
-                end: g.end.0 as u64,
-                nr_accesses: g.nr_accesses.samples.0 as u32,
-                age: g
-                    .age
-                    .and_then(|a| a.aggr_intervals)
-                    .map_or(0, |a| a.0 as u32),
-            });
-        }
-        // Times in nanoseconds; the i-th snapshots of all records are paired
-        // later, so an empty one is kept too.
-        let snap = Snapshot {
-            start_us: s.start_time.0 as u64 / 1000,
-            end_us: s.end_time.0 as u64 / 1000,
-            sample_us: self.attrs.sample_us,
-            aggr_us: self.attrs.aggr_us,
-            targets: vec![TargetSnapshot {
-                target_idx: 0,
-                regions,
-            }],
-        };
+    fn snapshot(&mut self, mut snap: Snapshot) -> Result<(), String> {
         self.snapshot += 1;
-        if let Err(e) = self.spill().and_then(|w| Ok(w.push_snapshot(&snap)?)) {
+        snap.aggr_us = self.attrs.aggr_us;
+        let n = snap.targets[0].regions.len();
+        if let Err(e) = self.spill().and_then(|s| {
+            s.max_regions = s.max_regions.max(n);
+            let w = s
+                .writer
+                .as_mut()
+                .expect("a spill is written until its record ends");
+            Ok(w.push_snapshot(&snap)?)
+        }) {
             self.failed = Some(e);
             return Err("stopped".into());
         }
-        (self.tick)();
+        let window: usize = self.spills.iter().map(|s| s.max_regions).sum();
+        if window > MAX_REGIONS {
+            return Err(format!(
+                "record {} snapshot {}: {n} regions, with the other targets' {}, make more than \
+                 {MAX_REGIONS} regions in one window, udamon's cap on a window",
+                self.record,
+                self.snapshot - 1,
+                window - self.spills[self.record].max_regions
+            ));
+        }
+        if (self.tick)().is_break() {
+            self.failed = Some(Error::Interrupted);
+            return Err("stopped".into());
+        }
         Ok(())
     }
 
-    /// The current record's spill, made at its first snapshot.
-    fn spill(&mut self) -> Result<&mut Writer<BufWriter<File>>, Error> {
-        if self.spills.len() <= self.record {
+    /// The current record's spill, made at its first snapshot (with empty
+    /// ones for the records before it that had none).
+    fn spill(&mut self) -> Result<&mut Spill, Error> {
+        while self.spills.len() <= self.record {
+            if self.spills.len() >= MAX_TARGETS {
+                return Err(Error::Format {
+                    path: self.input.to_path_buf(),
+                    msg: format!(
+                        "record {}: more than {MAX_TARGETS} damo records (targets), udamon's cap \
+                         on the targets of one record",
+                        self.spills.len()
+                    ),
+                });
+            }
             let spill_err = |source| Error::Spill {
                 dir: self.dir.to_path_buf(),
                 source,
@@ -337,14 +621,32 @@ impl JsonImport<'_> {
             let mut h = Header::new("damo-spill", self.attrs);
             h.targets = vec![TargetInfo {
                 pid: 0,
-                label: format!("damo record {}", self.record),
+                label: format!("damo record {}", self.spills.len()),
             }];
             let mut writer = Writer::new(BufWriter::new(f), &h)?;
             // Read back once, right away: speed over size.
             writer.set_zstd_level(1)?;
-            self.spills.push(Spill { file, writer });
+            writer.set_frame_snapshots(SPILL_FRAME_SNAPSHOTS);
+            self.spills.push(Spill {
+                file,
+                writer: Some(writer),
+                max_regions: 0,
+            });
         }
-        Ok(&mut self.spills[self.record].writer)
+        Ok(&mut self.spills[self.record])
+    }
+
+    /// The current record ended: its spill is written out (records come
+    /// one after another, so one spill is written at a time).
+    fn end_record(&mut self) -> Result<(), Error> {
+        if let Some(w) = self
+            .spills
+            .get_mut(self.record)
+            .and_then(|s| s.writer.take())
+        {
+            w.finish()?;
+        }
+        Ok(())
     }
 }
 
@@ -354,6 +656,16 @@ struct Records<'a, 'b>(&'a mut JsonImport<'b>);
 struct Record<'a, 'b>(&'a mut JsonImport<'b>);
 /// A record's `snapshots` list, one snapshot at a time.
 struct Snapshots<'a, 'b>(&'a mut JsonImport<'b>);
+/// One snapshot, its regions checked as they come.
+struct SnapshotSeed {
+    at: Place,
+    sample_us: u64,
+}
+/// A snapshot's `regions` list.
+struct Regions<'a> {
+    at: &'a Place,
+    out: &'a mut Vec<RegionSnapshot>,
+}
 
 impl<'de> DeserializeSeed<'de> for Records<'_, '_> {
     type Value = ();
@@ -369,6 +681,10 @@ impl<'de> Visitor<'de> for Records<'_, '_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         while seq.next_element_seed(Record(&mut *self.0))?.is_some() {
+            if let Err(e) = self.0.end_record() {
+                self.0.failed = Some(e);
+                return Err(de::Error::custom("stopped"));
+            }
             self.0.record += 1;
             self.0.snapshot = 0;
         }
@@ -394,7 +710,10 @@ impl<'de> Visitor<'de> for Record<'_, '_> {
             match key.as_str() {
                 "intervals" => {
                     let v: Option<DamoIntervals> = map.next_value()?;
-                    self.0.intervals(v).map_err(de::Error::custom)?;
+                    if let Err(m) = self.0.intervals(v) {
+                        self.0.refused.set(true);
+                        return Err(de::Error::custom(m));
+                    }
                 }
                 "snapshots" => {
                     map.next_value_seed(Snapshots(&mut *self.0))?;
@@ -429,45 +748,188 @@ impl<'de> Visitor<'de> for Snapshots<'_, '_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         loop {
+            let seed = SnapshotSeed {
+                at: Place {
+                    record: self.0.record,
+                    snapshot: self.0.snapshot,
+                    end_ns: None,
+                    refused: Rc::clone(&self.0.refused),
+                },
+                sample_us: self.0.attrs.sample_us,
+            };
+            // Every error names the snapshot (the checks' own messages do).
             let (ti, si) = (self.0.record, self.0.snapshot);
-            let s = match seq.next_element::<DamoSnapshot>() {
+            let s = match seq.next_element_seed(seed) {
                 Ok(Some(s)) => s,
                 Ok(None) => return Ok(()),
+                Err(e) if self.0.refused.get() => return Err(e),
                 Err(e) => return Err(de::Error::custom(format!("record {ti} snapshot {si}: {e}"))),
             };
-            self.0.snapshot(s).map_err(de::Error::custom)?;
+            if let Err(m) = self.0.snapshot(s) {
+                self.0.refused.set(true);
+                return Err(de::Error::custom(m));
+            }
         }
     }
 }
 
-/// Streams damo's JSON from `r` into spills, then merges them into `output`.
+impl<'de> DeserializeSeed<'de> for SnapshotSeed {
+    type Value = Snapshot;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Snapshot, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SnapshotSeed {
+    type Value = Snapshot;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}: a snapshot as a JSON object", self.at)
+    }
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Snapshot, A::Error> {
+        let (mut start, mut end, mut sample, mut seen) = (None, None, None, false);
+        let mut regions = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "start_time" => start = Some(map.next_value::<Num>()?),
+                "end_time" => {
+                    let t: Num = map.next_value()?;
+                    self.at.end_ns = t.non_negative();
+                    end = Some(t);
+                }
+                "sample_interval_us" => sample = map.next_value::<Option<Num>>()?,
+                "regions" => {
+                    map.next_value_seed(Regions {
+                        at: &self.at,
+                        out: &mut regions,
+                    })?;
+                    seen = true;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let at = &self.at;
+        let missing = |what: &str| at.refuse(format!("{at}: no {what:?}"));
+        let time = |what: &str, n: Option<Num>| {
+            let n = n.ok_or_else(|| missing(what))?;
+            n.non_negative().ok_or_else(|| {
+                at.refuse(format!(
+                    "{at} {what}: {n} is not a time in nanoseconds (0 or more)"
+                ))
+            })
+        };
+        let (start_ns, end_ns) = (time("start_time", start)?, time("end_time", end)?);
+        if !seen {
+            return Err(missing("regions"));
+        }
+        if start_ns > end_ns {
+            return Err(at.refuse(format!(
+                "{at}: start_time {start_ns} is after end_time {end_ns}"
+            )));
+        }
+        let sample_us = match sample {
+            None => self.sample_us,
+            Some(n) => n.non_negative().filter(|&v| v > 0).ok_or_else(|| {
+                at.refuse(format!(
+                    "{at} sample_interval_us: {n}; a sampling interval is at least 1 us"
+                ))
+            })?,
+        };
+        // Times in nanoseconds; the i-th snapshots of all records are paired
+        // later, so an empty one is kept too.
+        Ok(Snapshot {
+            start_us: start_ns / 1000,
+            end_us: end_ns / 1000,
+            sample_us,
+            aggr_us: 0,
+            targets: vec![TargetSnapshot {
+                target_idx: 0,
+                regions,
+            }],
+        })
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Regions<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Regions<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}: a \"regions\" list", self.at)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut ri = 0;
+        while let Some(g) = seq.next_element::<DamoRegion>()? {
+            let prev_end = self.out.last().map(|r| r.end);
+            if let Some(r) = region(self.at, ri, &g, prev_end).map_err(|m| self.at.refuse(m))? {
+                if self.out.len() >= MAX_REGIONS {
+                    return Err(self.at.refuse(format!(
+                        "{}: more than {MAX_REGIONS} regions, udamon's cap on a window",
+                        self.at
+                    )));
+                }
+                self.out.push(r);
+            }
+            ri += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Streams damo's JSON from `r` (from byte `at` of the JSON text on) into
+/// spills, then merges them into `output`.
+#[allow(clippy::too_many_arguments)]
 fn import_json(
     r: impl Read,
     format: &'static str,
+    at: u64,
     input: &Path,
     output: &Path,
     dir: &Path,
-    tick: &mut dyn FnMut(),
+    tick: &mut dyn FnMut() -> ControlFlow<()>,
 ) -> Result<Summary, Error> {
     let mut imp = JsonImport {
+        input,
         dir,
         attrs: Attrs::default(),
         spills: Vec::new(),
         failed: None,
         record: 0,
         snapshot: 0,
+        refused: Rc::new(Cell::new(false)),
         tick,
     };
     let bad = |msg: String| Error::Format {
         path: input.to_path_buf(),
         msg,
     };
+    let over = Rc::new(Cell::new(None));
+    // Under serde_json's buffer, so that it scans whole buffers.
+    let r = BufReader::with_capacity(1 << 16, TokenCap::new(r, at, Rc::clone(&over)));
     let mut de = serde_json::Deserializer::from_reader(r);
     let parsed = Records(&mut imp)
         .deserialize(&mut de)
         .and_then(|()| de.end());
     if let Some(e) = imp.failed.take() {
         return Err(e);
+    }
+    if let Some(at) = over.get() {
+        let of = if format == "json_compressed" {
+            " of the inflated JSON"
+        } else {
+            ""
+        };
+        return Err(bad(format!(
+            "byte {at}{of}: a JSON string or number longer than {} MiB, udamon's cap on one \
+             value (damo's are a few dozen bytes); not damo's JSON",
+            MAX_TOKEN_BYTES >> 20
+        )));
     }
     if let Err(e) = parsed {
         let inflate = format == "json_compressed"
@@ -484,6 +946,9 @@ fn import_json(
                 path: input.to_path_buf(),
                 source: e.into(),
             },
+            // Well-formed JSON holding a value damo never writes: the
+            // message names the value and its place.
+            _ if imp.refused.get() => bad(e.to_string()),
             _ => bad(if format == "json_compressed" {
                 format!("zlib data that does not inflate to damo's JSON: {e}")
             } else {
@@ -497,27 +962,31 @@ fn import_json(
     let attrs = imp.attrs;
     let mut spills = Vec::with_capacity(imp.spills.len());
     for s in imp.spills {
-        s.writer.finish()?;
+        if let Some(w) = s.writer {
+            w.finish()?;
+        }
         spills.push(s.file);
     }
-    merge(&spills, header(input, format, attrs, spills.len()), output).map(
-        |(snapshots, duration_us)| Summary {
-            format,
-            attrs,
-            snapshots,
-            targets: spills.len(),
-            duration_us,
-        },
-    )
+    let header = header(input, format, attrs, spills.len());
+    merge(&spills, header, output, imp.tick).map(|(snapshots, duration_us)| Summary {
+        format,
+        attrs,
+        snapshots,
+        targets: spills.len(),
+        duration_us,
+        warnings: Vec::new(),
+    })
 }
 
 /// Writes `output` from the spills read in step: snapshot i of the output
-/// holds snapshot i of every spill (its window spanning theirs), times
-/// counted from the earliest start.
+/// holds snapshot i of every spill (its window spanning theirs, its
+/// sampling interval the first one's), times counted from the earliest
+/// start.
 fn merge(
     spills: &[tempfile::NamedTempFile],
     header: Header,
     output: &Path,
+    tick: &mut dyn FnMut() -> ControlFlow<()>,
 ) -> Result<(u64, u64), Error> {
     use std::sync::mpsc::sync_channel;
     let readers = spills
@@ -536,7 +1005,7 @@ fn merge(
         let mut rxs = Vec::new();
         let mut workers = Vec::new();
         for r in &readers {
-            let (tx, rx) = sync_channel::<Snapshot>(16);
+            let (tx, rx) = sync_channel::<Snapshot>(2);
             rxs.push(rx);
             workers.push(scope.spawn(move || {
                 r.for_each_entry(|e| match e {
@@ -547,12 +1016,12 @@ fn merge(
         }
         loop {
             let mut targets = Vec::new();
-            let (mut start, mut end, mut any) = (u64::MAX, 0, false);
+            let (mut start, mut end, mut sample_us) = (u64::MAX, 0, None);
             for (ti, rx) in rxs.iter().enumerate() {
                 let Ok(s) = rx.recv() else { continue };
-                any = true;
                 start = start.min(s.start_us);
                 end = end.max(s.end_us);
+                sample_us.get_or_insert(s.sample_us);
                 let regions = s.targets.into_iter().next().map(|t| t.regions);
                 if let Some(regions) = regions.filter(|r| !r.is_empty()) {
                     targets.push(TargetSnapshot {
@@ -561,22 +1030,23 @@ fn merge(
                     });
                 }
             }
-            if !any {
-                break;
-            }
+            let Some(sample_us) = sample_us else { break };
             if targets.is_empty() {
                 continue;
             }
             let snap = Snapshot {
                 start_us: start.saturating_sub(origin),
                 end_us: end.saturating_sub(origin),
-                sample_us: header.attrs.sample_us,
+                sample_us,
                 aggr_us: header.attrs.aggr_us,
                 targets,
             };
             w.push_snapshot(&snap)?;
             n += 1;
             duration = snap.end_us;
+            if n % 64 == 0 && tick().is_break() {
+                return Err(Error::Interrupted);
+            }
         }
         drop(rxs);
         for h in workers {
@@ -588,6 +1058,37 @@ fn merge(
     Ok((n, duration))
 }
 
+/// Reads one line into `line` (without holding more than
+/// [`MAX_LINE_BYTES`] of it); `Ok(0)` at the end of the input,
+/// `Err(None)` for a line past the cap.
+fn read_line_capped(r: &mut impl BufRead, line: &mut Vec<u8>) -> Result<usize, Option<io::Error>> {
+    line.clear();
+    let mut n = 0;
+    loop {
+        let buf = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Some(e)),
+        };
+        if buf.is_empty() {
+            return Ok(n);
+        }
+        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        if line.len() + take > MAX_LINE_BYTES {
+            return Err(None);
+        }
+        line.extend_from_slice(&buf[..take]);
+        r.consume(take);
+        n += take;
+        if done {
+            return Ok(n);
+        }
+    }
+}
+
 /// `perf script` text of `damon:damon_aggregated` (damo's perf_script
 /// format, or a tracefs `trace` file): a pass for the targets, a pass to
 /// assemble the windows.
@@ -595,72 +1096,142 @@ fn import_perf_script(
     input: &Path,
     output: &Path,
     total: u64,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
 ) -> Result<Summary, Error> {
-    let bad = |msg: &str| Error::Format {
+    let bad = |msg: String| Error::Format {
         path: input.to_path_buf(),
-        msg: msg.to_string(),
+        msg,
     };
     let read_err = |source| Error::Read {
         path: input.to_path_buf(),
         source,
     };
     let not_text = "neither damo's json, json_compressed nor perf_script format (perf.data files need `damo convert --format json` first)";
-    // Calls `f` on every damon_aggregated event; `base` offsets progress.
+    // Calls `f` on every damon_aggregated event with its line number;
+    // `base` offsets progress.
     let each = |base: u64,
-                progress: &mut dyn FnMut(u64, u64),
-                f: &mut dyn FnMut(udamon_kdamon::trace::AggregatedEvent) -> Result<(), Error>|
+                progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
+                f: &mut dyn FnMut(
+        u64,
+        udamon_kdamon::trace::AggregatedEvent,
+    ) -> Result<(), Error>|
      -> Result<(), Error> {
         let mut r = BufReader::new(File::open(input).map_err(read_err)?);
-        let (mut line, mut done) = (String::new(), 0u64);
+        let (mut line, mut done, mut nr) = (Vec::new(), 0u64, 0u64);
         loop {
-            line.clear();
-            let n = match r.read_line(&mut line) {
+            nr += 1;
+            let n = match read_line_capped(&mut r, &mut line) {
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::InvalidData => return Err(bad(not_text)),
-                Err(e) => return Err(read_err(e)),
+                Err(Some(e)) => return Err(read_err(e)),
+                Err(None) => {
+                    return Err(bad(format!(
+                        "line {nr} (from byte {done}) is longer than {} MiB, udamon's cap on a \
+                         line of perf script text (a damon_aggregated line is about 120 bytes); {not_text}",
+                        MAX_LINE_BYTES >> 20
+                    )))
+                }
             };
             if n == 0 {
                 return Ok(());
             }
             done += n as u64;
-            if let Some(ev) = parse_aggregated(&line) {
-                f(ev)?;
+            let Ok(text) = std::str::from_utf8(&line) else {
+                return Err(bad(not_text.into()));
+            };
+            match parse_aggregated(text) {
+                Some(ev) => f(nr, ev)?,
+                None if text.contains("damon_aggregated:") && text.contains("target_id=") => {
+                    return Err(bad(format!(
+                        "line {nr}: a damon_aggregated event udamon cannot read (expected \
+                         `target_id=N nr_regions=N START-END: NR_ACCESSES AGE` in whole \
+                         numbers): {}",
+                        text.trim_end().chars().take(200).collect::<String>()
+                    )))
+                }
+                None => {}
             }
-            if done % (1 << 20) < n as u64 {
-                progress(base + done, 2 * total);
+            if done % (1 << 20) < n as u64 && progress(base + done, 2 * total).is_break() {
+                return Err(Error::Interrupted);
             }
         }
     };
     let mut ids = Vec::new();
-    each(0, progress, &mut |ev| {
+    each(0, progress, &mut |nr, ev| {
         if !ids.contains(&ev.target_id) {
+            if ids.len() >= MAX_TARGETS {
+                return Err(bad(format!(
+                    "line {nr}: target_id={} makes more than {MAX_TARGETS} targets, udamon's cap \
+                     on the targets of one record",
+                    ev.target_id
+                )));
+            }
             ids.push(ev.target_id);
+        }
+        let r = &ev.region;
+        if r.end <= r.start {
+            return Err(bad(format!(
+                "line {nr}: region {:#x}-{:#x} does not end after it starts",
+                r.start, r.end
+            )));
+        }
+        if ev.nr_regions as usize > MAX_REGIONS {
+            return Err(bad(format!(
+                "line {nr}: nr_regions={} is more than {MAX_REGIONS}, udamon's cap on a window",
+                ev.nr_regions
+            )));
         }
         Ok(())
     })?;
     if ids.is_empty() {
-        return Err(bad("no damon_aggregated line in the file"));
+        return Err(bad("no damon_aggregated line in the file".into()));
     }
     let attrs = Attrs::default();
     let mut w = Writer::create(output, &header(input, "perf_script", attrs, ids.len()))?;
     let mut asm = Assembler::new(ids.len(), attrs.sample_us, attrs.aggr_us);
     let (mut n, mut duration) = (0u64, 0u64);
-    each(total, progress, &mut |ev| {
-        if let Some(s) = asm.push(ev) {
-            w.push_snapshot(&s)?;
-            n += 1;
-            duration = s.end_us;
+    // Events taken since the last complete window, and the last one's time.
+    let (mut pending, mut last) = (0usize, (0u64, None));
+    each(total, progress, &mut |nr, ev| {
+        last = (nr, ev.time_us);
+        match asm.push(ev) {
+            Some(s) => {
+                pending = 0;
+                w.push_snapshot(&s)?;
+                n += 1;
+                duration = s.end_us;
+            }
+            None => {
+                pending += 1;
+                if pending > MAX_REGIONS {
+                    return Err(bad(format!(
+                        "line {nr}: more than {MAX_REGIONS} damon_aggregated events without a \
+                         complete window, udamon's cap on a window"
+                    )));
+                }
+            }
         }
         Ok(())
     })?;
     w.finish()?;
+    let mut warnings = Vec::new();
+    if pending > 0 {
+        let (nr, time_us) = last;
+        let at = time_us.map_or(String::new(), |t| {
+            format!(" at {}.{:06} s", t / 1_000_000, t % 1_000_000)
+        });
+        warnings.push(format!(
+            "{}: the last window ({pending} damon_aggregated event(s) up to line {nr}{at}) is \
+             incomplete, cut short, and was dropped",
+            input.display()
+        ));
+    }
     Ok(Summary {
         format: "perf_script",
         attrs,
         snapshots: n,
         targets: ids.len(),
         duration_us: duration,
+        warnings,
     })
 }
 
@@ -738,17 +1309,26 @@ fn damo_snapshot(s: &Snapshot, regions: &[RegionSnapshot], sample_us: u64) -> Va
     })
 }
 
+/// An error of an export's writing; `Interrupted` is the caller's stop.
+fn export_err(e: io::Error) -> Error {
+    match e.kind() {
+        io::ErrorKind::Interrupted => Error::Interrupted,
+        _ => Error::Write(udamon_record::Error::Write(e)),
+    }
+}
+
 /// Writes the udamon record read by `reader` to `out` in damo's `format`,
 /// holding one snapshot at a time (the record is read once per target).
-/// `tick` is called after each snapshot written.
+/// `tick` is called after each snapshot written; it returns `Break` to
+/// stop the export ([`Error::Interrupted`]).
 pub fn export(
     reader: &Reader,
     out: impl io::Write,
     format: ExportFormat,
-    tick: &mut dyn FnMut(),
+    tick: &mut dyn FnMut() -> ControlFlow<()>,
 ) -> Result<Exported, Error> {
     let targets = target_indexes(reader)?;
-    let write_err = |e: io::Error| Error::Write(udamon_record::Error::Write(e));
+    let write_err = export_err;
     let mut snapshots = 0u64;
     match format {
         ExportFormat::PerfScript => {
@@ -778,7 +1358,10 @@ pub fn export(
                         }
                     }
                     snapshots += 1;
-                    tick();
+                    if tick().is_break() {
+                        res = Err(io::Error::from(io::ErrorKind::Interrupted));
+                        return ControlFlow::Break(());
+                    }
                     ControlFlow::Continue(())
                 })?;
                 res.map_err(write_err)?;
@@ -816,9 +1399,9 @@ fn write_json(
     targets: &[u32],
     w: &mut impl io::Write,
     snapshots: &mut u64,
-    tick: &mut dyn FnMut(),
+    tick: &mut dyn FnMut() -> ControlFlow<()>,
 ) -> Result<(), Error> {
-    let write_err = |e: io::Error| Error::Write(udamon_record::Error::Write(e));
+    let write_err = export_err;
     let attrs = reader.header().attrs;
     let intervals = serde_json::json!({
         "sample_us": attrs.sample_us,
@@ -861,7 +1444,10 @@ fn write_json(
                 return ControlFlow::Break(());
             }
             *snapshots += 1;
-            tick();
+            if tick().is_break() {
+                res = Err(io::Error::from(io::ErrorKind::Interrupted));
+                return ControlFlow::Break(());
+            }
             ControlFlow::Continue(())
         })?;
         res.map_err(write_err)?;

@@ -17,6 +17,7 @@ fn import_bytes(bytes: &[u8]) -> Result<(Summary, Header, Vec<Snapshot>), Error>
     let s = import(&input, &out, &mut |read, total| {
         assert!(read <= 2 * total);
         calls += 1;
+        ControlFlow::Continue(())
     })?;
     // Nothing but the input and the output is left behind.
     let mut left: Vec<String> = std::fs::read_dir(d.path())
@@ -175,7 +176,7 @@ fn bad_input_names_the_place() {
     );
     let e = msg(br#"[{"snapshots":[{"start_time":-5,"end_time":1,"regions":[]}]}]"#);
     assert!(
-        e.contains("record 0 snapshot 0 start_time: -5 is not a non-negative"),
+        e.contains("record 0 snapshot 0 (end_time 1 ns) start_time: -5 is not a time"),
         "{e}"
     );
     assert!(msg(b"[]").contains("holds no target"));
@@ -183,4 +184,395 @@ fn bad_input_names_the_place() {
     assert!(msg(b"[{\"snapshots\": [").contains("not damo's JSON"));
     assert!(msg(&[0x78, 0x9c, 1, 2, 3]).contains("does not inflate"));
     assert!(msg(&[b'x', 0xff, 0xfe, b'\n']).contains("perf.data files need"));
+}
+
+/// One damo record of `snaps` (JSON snapshot objects) at damo's default
+/// intervals, as JSON text.
+fn record_of(snaps: &[Value]) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!([{
+        "intervals": {"sample_us": 5000, "aggr_us": 100000, "ops_update_us": 1000000},
+        "snapshots": snaps,
+    }]))
+    .unwrap()
+}
+
+/// A snapshot of damo's JSON: `regions` as (start, end, samples).
+fn snap(start_ns: Value, end_ns: Value, regions: &[(Value, Value, Value)]) -> Value {
+    serde_json::json!({
+        "start_time": start_ns,
+        "end_time": end_ns,
+        "regions": regions.iter().map(|(s, e, n)| serde_json::json!({
+            "start": s, "end": e, "nr_accesses": {"samples": n}, "age": {"aggr_intervals": 1}
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn format_error(r: Result<(Summary, Header, Vec<Snapshot>), Error>) -> String {
+    match r {
+        Err(e @ Error::Format { .. }) => e.to_string(),
+        other => panic!("want a format error, got {other:?}"),
+    }
+}
+
+/// Values damo never writes are refused, each named with its snapshot and
+/// its value, instead of imported as they are (issue 26: they were taken
+/// with exit 0 and no word).
+#[test]
+fn values_damo_never_writes_are_refused_with_their_place() {
+    use serde_json::json;
+    let ok = || {
+        snap(
+            json!(0),
+            json!(100_000_000),
+            &[(json!(4096), json!(8192), json!(3))],
+        )
+    };
+    let two = |second: Value| format_error(import_bytes(&record_of(&[ok(), second])));
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            snap(json!(100_000_000), json!(200_000_000), &[(json!(4096), json!(8192), json!(-3))]),
+            "record 0 snapshot 1 (end_time 200000000 ns) region 0 nr_accesses.samples: -3 is not a count",
+        ),
+        (
+            snap(json!(100_000_000), json!(200_000_000), &[(json!(8192), json!(4096), json!(1))]),
+            "region 0: 0x2000-0x1000 does not end after it starts",
+        ),
+        (
+            snap(json!(100_000_000), json!(200_000_000), &[(json!(4096), json!(4096), json!(1))]),
+            "region 0: 0x1000-0x1000 does not end after it starts",
+        ),
+        (
+            snap(json!(300_000_000), json!(200_000_000), &[(json!(4096), json!(8192), json!(1))]),
+            "record 0 snapshot 1 (end_time 200000000 ns): start_time 300000000 is after end_time 200000000",
+        ),
+        (
+            // 2^64 + 5, as a JSON number and as damo's string.
+            snap(json!(100_000_000), json!(200_000_000), &[(json!(4096), serde_json::from_str("18446744073709551621").unwrap(), json!(1))]),
+            "region 0 end: 18446744073709552000 is not an address",
+        ),
+        (
+            snap(json!(100_000_000), json!(200_000_000), &[(json!(4096), json!("18,446,744,073,709,551,621"), json!(1))]),
+            "region 0 end: 18446744073709551621 is not an address",
+        ),
+        (
+            snap(json!(100_000_000), json!(200_000_000), &[(json!(4096), json!(8192), json!(1)), (json!(6144), json!(16384), json!(1))]),
+            "region 1: 0x1800-0x4000 starts before the region above it ends (0x2000)",
+        ),
+        (
+            {
+                let mut s = snap(json!(100_000_000), json!(200_000_000), &[(json!(4096), json!(8192), json!(1))]);
+                s["sample_interval_us"] = json!(0);
+                s
+            },
+            "record 0 snapshot 1 (end_time 200000000 ns) sample_interval_us: 0; a sampling interval is at least 1 us",
+        ),
+    ];
+    for (second, want) in cases {
+        let e = two(second);
+        assert!(e.contains(want), "want {want:?} in: {e}");
+    }
+    // The record's intervals: a sampling interval of 0 made reports say
+    // "max nr_accesses 100000".
+    let bad_intervals = serde_json::to_vec(&json!([{
+        "intervals": {"sample_us": 0, "aggr_us": 100000, "ops_update_us": 1000000},
+        "snapshots": [ok()],
+    }]))
+    .unwrap();
+    let e = format_error(import_bytes(&bad_intervals));
+    assert!(
+        e.contains("record 0 intervals.sample_us: 0; a sampling interval is at least 1 us"),
+        "{e}"
+    );
+    // damo's own fake region (0-0, -1 samples) still closes a
+    // single-snapshot record.
+    let fake = snap(
+        json!(100_000_000),
+        json!(200_000_000),
+        &[(json!(0), json!(0), json!(-1))],
+    );
+    let (sum, _, snaps) = import_bytes(&record_of(&[ok(), fake])).unwrap();
+    assert_eq!((sum.snapshots, snaps.len()), (1, 1));
+}
+
+/// A snapshot's own sampling interval (what `udamon export` writes for a
+/// window whose interval was tuned) is read back.
+#[test]
+fn a_snapshots_own_sampling_interval_is_kept() {
+    use serde_json::json;
+    let mut tuned = snap(
+        json!(100_000_000),
+        json!(200_000_000),
+        &[(json!(4096), json!(8192), json!(3))],
+    );
+    tuned["sample_interval_us"] = json!(2500);
+    let first = snap(
+        json!(0),
+        json!(100_000_000),
+        &[(json!(4096), json!(8192), json!(3))],
+    );
+    let (_, _, snaps) = import_bytes(&record_of(&[first, tuned])).unwrap();
+    assert_eq!((snaps[0].sample_us, snaps[1].sample_us), (5000, 2500));
+}
+
+/// A record with no snapshot before one with snapshots: two targets, the
+/// first without windows (this used to index past the spills and panic).
+#[test]
+fn a_record_without_snapshots_before_others_is_a_target_without_windows() {
+    use serde_json::json;
+    let s = snap(
+        json!(0),
+        json!(100_000_000),
+        &[(json!(4096), json!(8192), json!(3))],
+    );
+    let json = serde_json::to_vec(&json!([{"snapshots": []}, {"snapshots": [s]}])).unwrap();
+    let (sum, _, snaps) = import_bytes(&json).unwrap();
+    assert_eq!((sum.targets, sum.snapshots), (2, 1));
+    assert_eq!(snaps[0].targets[0].target_idx, 1);
+}
+
+/// Inputs that would grow memory without end are refused at a cap, named
+/// with the place and the cap (issue 26: `/dev/zero` grew to 24 GB).
+#[test]
+fn endless_lines_and_values_are_refused_at_their_caps() {
+    // A line of perf script text past the cap (a file of zeros is one).
+    let mut text = vec![b'a'; MAX_LINE_BYTES + 10];
+    text.push(b'\n');
+    let e = format_error(import_bytes(&text));
+    assert!(
+        e.contains("line 1 (from byte 0) is longer than 1 MiB, udamon's cap on a line"),
+        "{e}"
+    );
+    // A JSON string past the cap, plain and compressed.
+    let mut json = b"[{\"snapshots\": [], \"x\": \"".to_vec();
+    // Twice the cap: reads go on past the place (they used to move it).
+    json.extend(std::iter::repeat_n(b'x', 2 * MAX_TOKEN_BYTES));
+    json.extend(b"\"}]");
+    let e = format_error(import_bytes(&json));
+    assert!(
+        e.contains(&format!(
+            "byte {}: a JSON string or number longer than 1 MiB",
+            25 + MAX_TOKEN_BYTES
+        )),
+        "{e}"
+    );
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(&json).unwrap();
+    let e = format_error(import_bytes(&z.finish().unwrap()));
+    assert!(
+        e.contains("of the inflated JSON: a JSON string or number longer"),
+        "{e}"
+    );
+    // A number past the cap (serde_json gathers its digits too).
+    let mut json = b"[{\"snapshots\": [], \"x\": 1".to_vec();
+    json.extend(std::iter::repeat_n(b'0', MAX_TOKEN_BYTES + 10));
+    json.extend(b"}]");
+    let e = format_error(import_bytes(&json));
+    assert!(
+        e.contains("a JSON string or number longer than 1 MiB"),
+        "{e}"
+    );
+    // Escaped quotes do not end a string.
+    let mut json = b"[{\"snapshots\": [], \"x\": \"".to_vec();
+    for _ in 0..(MAX_TOKEN_BYTES / 2 + 10) {
+        json.extend(b"\\\"");
+    }
+    json.extend(b"\"}]");
+    let e = format_error(import_bytes(&json));
+    assert!(
+        e.contains("a JSON string or number longer than 1 MiB"),
+        "{e}"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn dev_zero_is_refused_at_the_line_cap() {
+    let d = tempfile::tempdir().unwrap();
+    let e = import(
+        Path::new("/dev/zero"),
+        &d.path().join("x.udr"),
+        &mut |_, _| ControlFlow::Continue(()),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("/dev/zero: line 1 (from byte 0) is longer than 1 MiB"),
+        "{e}"
+    );
+}
+
+/// More regions in one window than the cap: refused as the window is read.
+#[test]
+fn a_window_past_the_region_cap_is_refused() {
+    let mut json =
+        String::from(r#"[{"snapshots": [{"start_time": 0, "end_time": 100000000, "regions": ["#);
+    for i in 0..=MAX_REGIONS as u64 {
+        if i > 0 {
+            json.push(',');
+        }
+        json += &format!(
+            r#"{{"start":{},"end":{},"nr_accesses":{{"samples":0}}}}"#,
+            i * 2,
+            i * 2 + 1
+        );
+    }
+    json += "]}]}]";
+    let e = format_error(import_bytes(json.as_bytes()));
+    assert!(
+        e.contains("record 0 snapshot 0 (end_time 100000000 ns): more than 1048576 regions, udamon's cap on a window"),
+        "{e}"
+    );
+}
+
+/// perf script text: a file cut in the middle of a window says so, and an
+/// event line that does not read, or a reversed region, is refused.
+#[test]
+fn perf_script_cut_mid_window_warns_and_bad_events_are_refused() {
+    let line = |t: &str, s: u64, e: u64| {
+        format!("kdamond.0  4452 [000] {t}: damon:damon_aggregated: target_id=0 nr_regions=2 {s}-{e}: 1 2\n")
+    };
+    let whole = line("100.100000", 4096, 8192) + &line("100.100000", 8192, 16384);
+    let cut = whole.clone() + &line("100.200000", 4096, 8192);
+    let (sum, _, snaps) = import_bytes(whole.as_bytes()).unwrap();
+    assert_eq!((snaps.len(), sum.warnings.len()), (1, 0));
+    let (sum, _, snaps) = import_bytes(cut.as_bytes()).unwrap();
+    assert_eq!(snaps.len(), 1);
+    assert_eq!(sum.warnings.len(), 1, "{:?}", sum.warnings);
+    assert!(
+        sum.warnings[0].contains(
+            "the last window (1 damon_aggregated event(s) up to line 3 at 100.200000 s) is incomplete, cut short, and was dropped"
+        ),
+        "{:?}",
+        sum.warnings
+    );
+    let bad = whole.clone()
+        + "kdamond.0  4452 [000] 100.2: damon:damon_aggregated: target_id=0 nr_regions=2 4096-8192: -1 2\n";
+    let e = format_error(import_bytes(bad.as_bytes()));
+    assert!(
+        e.contains("line 3: a damon_aggregated event udamon cannot read"),
+        "{e}"
+    );
+    let reversed = whole + &line("100.200000", 8192, 4096);
+    let e = format_error(import_bytes(reversed.as_bytes()));
+    assert!(
+        e.contains("line 3: region 0x2000-0x1000 does not end after it starts"),
+        "{e}"
+    );
+}
+
+/// The caller's progress callback stops an import: `Interrupted`, and the
+/// spills are gone.
+#[test]
+fn a_stop_from_the_caller_interrupts_the_import() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("damo.json");
+    std::fs::write(&input, DAMO_JSON).unwrap();
+    let out = d.path().join("out.udr");
+    let e = import(&input, &out, &mut |_, _| ControlFlow::Break(())).unwrap_err();
+    assert!(matches!(e, Error::Interrupted), "{e:?}");
+    assert!(!std::fs::read_dir(d.path()).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .starts_with(".udamon-import-")));
+}
+
+/// More targets than the cap: refused at the first one past it, no spill
+/// left.
+#[test]
+fn a_record_past_the_target_cap_is_refused() {
+    use serde_json::json;
+    let rec = json!({"snapshots": [snap(json!(0), json!(100_000_000), &[(json!(4096), json!(8192), json!(1))])]});
+    let json = serde_json::to_vec(&vec![rec; MAX_TARGETS + 1]).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("damo.json");
+    std::fs::write(&input, json).unwrap();
+    let e = import(&input, &d.path().join("out.udr"), &mut |_, _| {
+        ControlFlow::Continue(())
+    })
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("record 256: more than 256 damo records (targets), udamon's cap"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+}
+
+/// The lexer's cap, against a byte-by-byte reference, over random JSON-ish
+/// text cut into random reads: the same place past the cap, or none.
+#[test]
+fn the_token_cap_finds_the_place_a_byte_scan_finds() {
+    fn reference(text: &[u8], cap: usize) -> Option<usize> {
+        let (mut run, mut in_string, mut escaped) = (0, false, false);
+        for (i, &b) in text.iter().enumerate() {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_string = false;
+                    run = 0;
+                    continue;
+                }
+                run += 1;
+            } else {
+                match b {
+                    b'"' => {
+                        in_string = true;
+                        run = 0;
+                    }
+                    b',' | b':' | b'[' | b']' | b'{' | b'}' | b' ' | b'\t' | b'\n' | b'\r' => {
+                        run = 0
+                    }
+                    _ => run += 1,
+                }
+            }
+            if run > cap {
+                return Some(i);
+            }
+        }
+        None
+    }
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let alphabet = b"\"\\a1 ,:[]{}\n";
+    for round in 0..2000 {
+        let len = 1 + next(200) as usize;
+        // Runs of one byte now and then, so that the cap is reached.
+        let mut text = Vec::with_capacity(len);
+        while text.len() < len {
+            let b = alphabet[next(alphabet.len() as u64) as usize];
+            let n = if next(4) == 0 {
+                1 + next(12) as usize
+            } else {
+                1
+            };
+            text.extend(std::iter::repeat_n(b, n));
+        }
+        let cap = 1 + next(8) as usize;
+        let over = Rc::new(Cell::new(None));
+        let mut lexer = TokenCap::new(&text[..], 0, Rc::clone(&over));
+        lexer.cap = cap;
+        let mut buf = [0u8; 32];
+        loop {
+            let want = 1 + next(buf.len() as u64) as usize;
+            match lexer.read(&mut buf[..want]) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        assert_eq!(
+            over.get().map(|p| p as usize),
+            reference(&text, cap),
+            "round {round}, cap {cap}: {:?}",
+            String::from_utf8_lossy(&text)
+        );
+    }
 }

@@ -124,13 +124,94 @@ pub fn scheme_file(dir: &Path, name: &str, config: &Config) -> Result<PathBuf, E
             std::fs::create_dir_all(&d)
                 .map_err(|e| Error::Other(format!("{}: {e}", d.display())))?;
             let p = d.join(format!("{name}.txt"));
-            std::fs::write(&p, text).map_err(|e| Error::Other(format!("{}: {e}", p.display())))?;
+            write_whole(&p, text.as_bytes())?;
             Ok(p)
         }
         _ => Err(Error::Other(format!(
             "{name} is not a scheme configuration"
         ))),
     }
+}
+
+/// Writes `bytes` to `path` whole: into a temporary file beside it
+/// (`.NAME.udamon-PID.tmp`, made new), renamed over `path` once complete,
+/// so that a killed evaluation leaves the previous file or none, never a
+/// part of one.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::io::Write;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{name}.udamon-{}.tmp", std::process::id()));
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+    };
+    // One there already is a dead process's (the name carries our pid).
+    let written = match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(&tmp).and_then(|()| create())
+        }
+        r => r,
+    }
+    .and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_data()
+    })
+    .and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::Other(format!("{}: {e}", path.display()))
+    })
+}
+
+/// Checks what an evaluation is asked to do before anything is created:
+/// the `--workload` and `--config` names, and the spec of every simulated
+/// workload it runs (read and parsed: a missing or broken spec is bad
+/// input, not a run that fails).
+pub fn check(suite: &Suite, opts: &Options) -> Result<(), Error> {
+    known(
+        "--workload",
+        "workload",
+        &opts.only_workloads,
+        &suite
+            .workloads
+            .iter()
+            .map(|w| w.name.as_str())
+            .collect::<Vec<_>>(),
+    )?;
+    known(
+        "--config",
+        "configuration",
+        &opts.only_configs,
+        &suite
+            .configs
+            .iter()
+            .map(|(c, _)| c.as_str())
+            .collect::<Vec<_>>(),
+    )?;
+    let wanted =
+        |w: &Workload| opts.only_workloads.is_empty() || opts.only_workloads.contains(&w.name);
+    for w in suite.workloads.iter().filter(|w| wanted(w)) {
+        let Kind::Sim { spec, .. } = &w.kind else {
+            continue;
+        };
+        let bad = |why: String| {
+            Error::Usage(format!(
+                "workload {:?}: sim {}: {why}",
+                w.name,
+                spec.display()
+            ))
+        };
+        let text = std::fs::read_to_string(spec).map_err(|e| bad(e.to_string()))?;
+        udamon_sim::Workload::from_toml(&text, &spec.display().to_string())
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// Finds damo: the suite's `damo`, else `damo` on PATH.
@@ -161,26 +242,7 @@ pub fn evaluate(
     sim: &mut dyn SimRunner,
     progress: &mut dyn FnMut(Event),
 ) -> Result<Outcome, Error> {
-    known(
-        "--workload",
-        "workload",
-        &opts.only_workloads,
-        &suite
-            .workloads
-            .iter()
-            .map(|w| w.name.as_str())
-            .collect::<Vec<_>>(),
-    )?;
-    known(
-        "--config",
-        "configuration",
-        &opts.only_configs,
-        &suite
-            .configs
-            .iter()
-            .map(|(c, _)| c.as_str())
-            .collect::<Vec<_>>(),
-    )?;
+    check(suite, opts)?;
     let wanted = |list: &[String], name: &str| list.is_empty() || list.iter().any(|x| x == name);
     let todo: Vec<(usize, usize, u32)> =
         plan(suite.workloads.len(), suite.configs.len(), suite.repeats)
@@ -286,7 +348,7 @@ fn tuned_schemes(
     schemes: &[Damos],
     progress: &mut dyn FnMut(Event),
 ) -> Result<Result<Option<(tuning::Tuning, Vec<Damos>)>, RunResult>, Error> {
-    if let Some(x) = tuning::load(ctx.dir, &wl.name, cname) {
+    if let Some(x) = tuning::load(ctx.dir, &wl.name, cname)? {
         return Ok(Ok(Some(x)));
     }
     let mut tp = |done, total| {

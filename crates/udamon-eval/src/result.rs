@@ -183,37 +183,66 @@ impl Store {
                 )))
             }
             Ok(_) => {}
-            Err(_) => std::fs::write(&saved, &suite.text)
-                .map_err(|e| Error::Other(format!("{}: {e}", saved.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                crate::write_whole(&saved, suite.text.as_bytes())?
+            }
+            Err(e) => {
+                use std::io::ErrorKind::{InvalidData, IsADirectory};
+                let what = match e.kind() {
+                    InvalidData => "not text",
+                    IsADirectory => "a directory, not a file",
+                    _ => return Err(Error::Other(format!("{}: {e}", saved.display()))),
+                };
+                return Err(Error::Usage(format!(
+                    "{} is damaged ({what}): give another --output, or remove the directory to start over",
+                    saved.display()
+                )));
+            }
         }
         Self::read(dir)
     }
 
     /// Reads the results saved in `dir` (a torn last line, from a killed
-    /// run, is dropped).
+    /// run, is dropped). Damaged results, whatever the damage (a line that
+    /// is not a run result, bytes that are not text, a directory in the
+    /// file's place), are bad input.
     pub fn read(dir: &Path) -> Result<Store, Error> {
         let path = dir.join("results.jsonl");
-        let text = match std::fs::read_to_string(&path) {
+        let damaged = |line: usize, why: String| {
+            Error::Usage(format!(
+                "{}:{line}: {why}: the results are damaged (remove the line, or give another --output)",
+                path.display()
+            ))
+        };
+        let text = match std::fs::read(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
+                return Err(Error::Usage(format!(
+                    "{} is a directory, not a file of results: the results are damaged (give another --output)",
+                    path.display()
+                )))
+            }
             Err(e) => return Err(Error::Other(format!("{}: {e}", path.display()))),
         };
         let mut results = Vec::new();
-        let lines: Vec<&str> = text.lines().collect();
+        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
         for (i, l) in lines.iter().enumerate() {
+            let torn = i + 1 == lines.len();
+            let Ok(l) = std::str::from_utf8(l) else {
+                if torn {
+                    continue;
+                }
+                return Err(damaged(i + 1, "not UTF-8 text".into()));
+            };
             if l.trim().is_empty() {
                 continue;
             }
             match serde_json::from_str::<RunResult>(l) {
                 Ok(r) => results.push(r),
-                Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {}
-                Err(e) => {
-                    return Err(Error::Usage(format!(
-                        "{}:{}: not a run result: {e}",
-                        path.display(),
-                        i + 1
-                    )))
-                }
+                // The last line without its newline: torn by a kill.
+                Err(_) if torn => {}
+                Err(e) => return Err(damaged(i + 1, format!("not a run result: {e}"))),
             }
         }
         Ok(Store {
@@ -313,5 +342,31 @@ mod tests {
             suite("configs = [\"orig\", \"rec\"]\n[[workload]]\nname = \"w\"\nrun = \"true\"\n");
         let e = Store::open(d.path(), &b).err().unwrap().to_string();
         assert!(e.contains("another suite"), "{e}");
+    }
+
+    /// Damage is bad input whatever it is; only a torn last line is dropped.
+    #[test]
+    fn damaged_results_are_bad_input() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("results.jsonl");
+        let line = serde_json::to_string(&RunResult::new("w", "orig", 0)).unwrap() + "\n";
+        for (bytes, want) in [
+            (
+                [&[0xffu8, 0xfe, b'\n'][..], line.as_bytes()].concat(),
+                "results.jsonl:1: not UTF-8 text",
+            ),
+            (
+                [line.as_bytes(), b"[1, 2]\n"].concat(),
+                "results.jsonl:2: not a run result",
+            ),
+        ] {
+            std::fs::write(&p, bytes).unwrap();
+            match Store::read(d.path()) {
+                Err(Error::Usage(e)) => assert!(e.contains(want), "{e}"),
+                other => panic!("want a usage error, got {:?}", other.map(|s| s.results)),
+            }
+        }
+        std::fs::write(&p, [line.as_bytes(), &[0xff, b'{']].concat()).unwrap();
+        assert_eq!(Store::read(d.path()).unwrap().results.len(), 1);
     }
 }

@@ -120,6 +120,28 @@ pub struct Summary {
     pub workloads: Vec<WorkloadSummary>,
 }
 
+impl Summary {
+    /// The workloads none of whose runs ended well and some failed, with
+    /// why (their distinct reasons): what they measure is nothing.
+    pub fn failed_workloads(&self) -> Vec<(&str, Vec<&str>)> {
+        self.workloads
+            .iter()
+            .filter(|w| {
+                w.configs.iter().all(|c| c.ok == 0) && w.configs.iter().any(|c| c.failed > 0)
+            })
+            .map(|w| {
+                let mut why: Vec<&str> = Vec::new();
+                for r in w.configs.iter().flat_map(|c| &c.reasons) {
+                    if !why.contains(&r.as_str()) {
+                        why.push(r);
+                    }
+                }
+                (w.workload.as_str(), why)
+            })
+            .collect()
+    }
+}
+
 /// Summarises the latest result of every planned run.
 pub fn summarise(suite: &Suite, results: &[RunResult]) -> Summary {
     let latest = |w: &str, c: &str, r: u32| {

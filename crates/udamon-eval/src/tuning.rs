@@ -78,13 +78,33 @@ fn json_path(dir: &Path, workload: &str, config: &str) -> PathBuf {
     dir.join("tuned").join(format!("{workload}.{config}.json"))
 }
 
-/// The saved tuning of `workload` under `config`, with its schemes.
-pub fn load(dir: &Path, workload: &str, config: &str) -> Option<(Tuning, Vec<Damos>)> {
-    let t: Tuning =
-        serde_json::from_str(&std::fs::read_to_string(json_path(dir, workload, config)).ok()?)
-            .ok()?;
-    let schemes = udamon_scheme_file::parse_file(&t.schemes_file).ok()?;
-    Some((t, schemes))
+/// The saved tuning of `workload` under `config`, with its schemes;
+/// `None` when there is none. A damaged one is bad input (it is not tuned
+/// again over it unasked).
+pub fn load(
+    dir: &Path,
+    workload: &str,
+    config: &str,
+) -> Result<Option<(Tuning, Vec<Damos>)>, Error> {
+    let p = json_path(dir, workload, config);
+    let damaged = |why: String| {
+        Error::Usage(format!(
+            "{} is damaged ({why}): remove it to tune {config} for {workload} again",
+            p.display()
+        ))
+    };
+    let text = match std::fs::read(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
+            return Err(damaged("a directory, not a file".into()))
+        }
+        Err(e) => return Err(Error::Other(format!("{}: {e}", p.display()))),
+    };
+    let t: Tuning = serde_json::from_slice(&text).map_err(|e| damaged(e.to_string()))?;
+    let schemes = udamon_scheme_file::parse_file(&t.schemes_file)
+        .map_err(|e| damaged(format!("its schemes file: {e}")))?;
+    Ok(Some((t, schemes)))
 }
 
 /// The performance figure Listing 2 calls runtime.
@@ -179,8 +199,11 @@ impl Live<'_, '_> {
                     let d = self.ctx.dir.join("tuned");
                     let p = d.join(format!("{}.{name}.toml", self.w.name));
                     std::fs::create_dir_all(&d)
-                        .and_then(|_| std::fs::write(&p, udamon_scheme_file::to_toml(schemes)))
-                        .map_err(|e| udamon_tune::Error::Run(format!("{}: {e}", p.display())))?;
+                        .map_err(|e| Error::Other(format!("{}: {e}", d.display())))
+                        .and_then(|()| {
+                            crate::write_whole(&p, udamon_scheme_file::to_toml(schemes).as_bytes())
+                        })
+                        .map_err(|e| udamon_tune::Error::Run(e.to_string()))?;
                     Config::Schemes {
                         file: SchemeSource::File(p),
                         schemes: schemes.to_vec(),
@@ -283,8 +306,10 @@ pub fn tune(
     let io = |p: &Path, e: std::io::Error| Error::Other(format!("{}: {e}", p.display()));
     std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
     let schemes_file = dir.join(format!("{}.{config}.toml", w.name));
-    std::fs::write(&schemes_file, udamon_scheme_file::to_toml(&tuned.schemes))
-        .map_err(|e| io(&schemes_file, e))?;
+    crate::write_whole(
+        &schemes_file,
+        udamon_scheme_file::to_toml(&tuned.schemes).as_bytes(),
+    )?;
     let tuning = Tuning {
         workload: w.name.clone(),
         config: config.to_string(),
@@ -300,10 +325,8 @@ pub fn tune(
     };
     let p = json_path(ctx.dir, &w.name, config);
     let text = serde_json::to_string_pretty(&tuning).map_err(|e| Error::Other(e.to_string()))?;
-    // Written whole, then renamed: a tuning file is there complete or not at all.
-    let tmp = p.with_extension("json.tmp");
-    std::fs::write(&tmp, text + "\n").map_err(|e| io(&tmp, e))?;
-    std::fs::rename(&tmp, &p).map_err(|e| io(&p, e))?;
+    // Written whole: a tuning file is there complete or not at all.
+    crate::write_whole(&p, (text + "\n").as_bytes())?;
     Ok(Outcome::Tuned(tuning))
 }
 

@@ -36,7 +36,11 @@ pub fn parse_aggregated(line: &str) -> Option<AggregatedEvent> {
         .filter_map(|w| w.strip_suffix(':'))
         .find_map(|w| {
             let (s, us) = w.split_once('.')?;
-            Some(s.parse::<u64>().ok()? * 1_000_000 + us.parse::<u64>().ok()?)
+            // Checked: a forged time past 2^64 us reads as no time, not a panic.
+            s.parse::<u64>()
+                .ok()?
+                .checked_mul(1_000_000)?
+                .checked_add(us.parse::<u64>().ok()?)
         });
     // ftrace's first column is `comm-PID` (`kdamond.0-1234`).
     let pid = head
@@ -485,5 +489,11 @@ mod tests {
             None
         );
         assert_eq!(parse_aggregated("target_id=0 nr_regions=x 1-2: 3 4"), None);
+        // A time past 2^64 us is no time (it used to overflow).
+        let far = parse_aggregated(
+            "k-1 [000] 99999999999999.000000: damon:damon_aggregated: target_id=0 nr_regions=1 1-2: 3 4",
+        )
+        .unwrap();
+        assert_eq!(far.time_us, None);
     }
 }

@@ -52,7 +52,18 @@ pub fn is_png(path: &Path) -> Result<bool> {
 
 /// Writes the plot to `path`: `.png` or `.svg` by its extension.
 pub fn write(tuned: &Tuned, knob: &Knob, extra: &[Series], path: &Path) -> Result<()> {
-    let png = is_png(path)?;
+    write_as(tuned, knob, extra, path, is_png(path)?)
+}
+
+/// Writes the plot to `path` as a PNG (`png`) or an SVG, whatever its
+/// name (a temporary file that is renamed once complete).
+pub fn write_as(
+    tuned: &Tuned,
+    knob: &Knob,
+    extra: &[Series],
+    path: &Path,
+    png: bool,
+) -> Result<()> {
     register_fonts();
     let size = (1000, 640);
     let e = |e: String| Error::Plot(format!("{}: {e}", path.display()));
@@ -64,8 +75,15 @@ pub fn write(tuned: &Tuned, knob: &Knob, extra: &[Series], path: &Path) -> Resul
             root.present().map_err(|x| e(x.to_string()))?;
         }
         // Encoded here so that a failed write reads as an I/O error.
-        image::save_buffer(path, &rgb, size.0, size.1, image::ColorType::Rgb8)
-            .map_err(|x| e(x.to_string()))
+        image::save_buffer_with_format(
+            path,
+            &rgb,
+            size.0,
+            size.1,
+            image::ColorType::Rgb8,
+            image::ImageFormat::Png,
+        )
+        .map_err(|x| e(x.to_string()))
     } else {
         let root = SVGBackend::new(path, size).into_drawing_area();
         draw(&root, tuned, knob, extra).map_err(|x| e(x.to_string()))?;

@@ -66,7 +66,11 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             }
         }
         if let Some(e) = cause.downcast_ref::<udamon_record::Error>() {
-            if !matches!(e, udamon_record::Error::Io { .. }) {
+            // Reading or writing failed: a runtime failure, not bad input.
+            if !matches!(
+                e,
+                udamon_record::Error::Io { .. } | udamon_record::Error::Write(_)
+            ) {
                 return 2;
             }
         }

@@ -95,27 +95,26 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Gets an output file ready before any work starts, so that nothing is lost
-/// and no long run ends in "cannot write": refuses a path that is one of the
-/// `inputs` or another output of the same command (`others`), a directory,
-/// or a directory that does not exist or cannot be written; an existing
-/// regular file is kept as `NAME.old`, as `perf record` keeps `perf.data.old`
-/// (one generation: an older `.old` is replaced). Devices and pipes such as
-/// `/dev/null` are written as they are. Returns a note for stderr when a
-/// file was kept.
-pub fn prepare_output(
+/// Checks an output path before any work starts, so that no long run ends
+/// in "cannot write" and nothing is lost: refuses a path that is one of
+/// the `inputs` or another output of the same command (`others`), a
+/// directory, a directory that does not exist or cannot be written, and an
+/// existing file whose `NAME.old` could not be kept (a directory, or one of
+/// the inputs). Devices and pipes such as `/dev/null` pass as they are.
+pub fn check_output(
     flag: &str,
     path: &Path,
     inputs: &[&Path],
     others: &[&Path],
-) -> anyhow::Result<Option<String>> {
+) -> anyhow::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let shown = path.display();
     let meta = std::fs::metadata(path).ok();
+    let same = |p: &Path, m: &std::fs::Metadata| {
+        std::fs::metadata(p).is_ok_and(|o| o.dev() == m.dev() && o.ino() == m.ino())
+    };
     if let Some(m) = &meta {
-        let same =
-            |p: &Path| std::fs::metadata(p).is_ok_and(|o| o.dev() == m.dev() && o.ino() == m.ino());
-        if let Some(i) = inputs.iter().find(|i| same(i)) {
+        if let Some(i) = inputs.iter().find(|i| same(i, m)) {
             return Err(UsageError(format!(
                 "{flag} {shown}: that is the input {}; write the output to another file",
                 i.display()
@@ -139,10 +138,7 @@ pub fn prepare_output(
         ))
         .into());
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = parent_dir(path);
     if !dir.is_dir() {
         return Err(UsageError(format!(
             "{flag} {shown}: directory {} does not exist",
@@ -150,52 +146,301 @@ pub fn prepare_output(
         ))
         .into());
     }
-    let Some(m) = meta else {
-        // A new file: make sure the directory takes one now, not after the run.
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let probe = dir.join(format!(".{name}.udamon-{}", std::process::id()));
-        return match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&probe)
-        {
-            Ok(_) => {
-                let _ = std::fs::remove_file(&probe);
-                Ok(None)
-            }
-            Err(e) => Err(UsageError(format!(
-                "{flag} {shown}: cannot create a file in {}: {}",
-                dir.display(),
-                plain_io(&e)
-            ))
-            .into()),
-        };
-    };
-    if !m.is_file() {
-        return Ok(None);
+    if written_in_place(path) {
+        return Ok(());
     }
+    if meta.is_some() {
+        let old = old_path(path);
+        if let Ok(m) = std::fs::metadata(&old) {
+            if m.is_dir() || inputs.iter().any(|i| same(i, &m)) {
+                return Err(UsageError(format!(
+                    "{flag} {shown}: exists and cannot be kept as {}, which is {}; move one of them",
+                    old.display(),
+                    if m.is_dir() {
+                        "a directory".to_string()
+                    } else {
+                        "an input".to_string()
+                    }
+                ))
+                .into());
+            }
+        }
+    }
+    // The output (or its temporary file) is made in the directory: make
+    // sure it takes one now, not after the run.
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let probe = dir.join(format!(".{name}.udamon-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(UsageError(format!(
+            "{flag} {shown}: cannot create a file in {}: {}",
+            dir.display(),
+            plain_io(&e)
+        ))
+        .into()),
+    }
+}
+
+/// Whether `path` is written as it is, not through a temporary file: a
+/// device, a pipe or a socket, or a name under `/dev` or `/proc`
+/// (`/dev/stdout` redirected to a file is that file, and no temporary
+/// file belongs in `/dev`).
+fn written_in_place(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+        || path.starts_with("/dev")
+        || path.starts_with("/proc")
+}
+
+/// The directory a path's file goes in (`.` for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// `NAME.old`, where a previous `NAME` is kept.
+fn old_path(path: &Path) -> PathBuf {
     let mut old = path.as_os_str().to_owned();
     old.push(".old");
-    let old = PathBuf::from(old);
+    PathBuf::from(old)
+}
+
+/// Gets an output written as it goes (a record: a killed run keeps what it
+/// recorded) ready before any work starts: [`check_output`], then an
+/// existing regular file is kept as `NAME.old` at once, as `perf record`
+/// keeps `perf.data.old` (one generation: an older `.old` is replaced).
+/// Prints a note on stderr when a file was kept. Outputs written whole
+/// use [`WholeFile`] instead, which keeps the previous file in place until
+/// the new one is complete.
+pub fn prepare(flag: &str, path: &Path, inputs: &[&Path], others: &[&Path]) -> anyhow::Result<()> {
+    check_output(flag, path, inputs, others)?;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let old = old_path(path);
     std::fs::rename(path, &old).map_err(|e| {
         UsageError(format!(
-            "{flag} {shown}: exists and cannot be kept as {}: {}",
+            "{flag} {}: exists and cannot be kept as {}: {}",
+            path.display(),
             old.display(),
             plain_io(&e)
         ))
     })?;
-    Ok(Some(format!(
-        "kept the previous {shown} as {}",
+    eprintln!(
+        "udamon: kept the previous {} as {}",
+        path.display(),
         old.display()
-    )))
+    );
+    Ok(())
 }
 
-/// [`prepare_output`], printing its note on stderr.
-pub fn prepare(flag: &str, path: &Path, inputs: &[&Path], others: &[&Path]) -> anyhow::Result<()> {
-    if let Some(note) = prepare_output(flag, path, inputs, others)? {
-        eprintln!("udamon: {note}");
+/// An output file written whole (an export, a cut, a page, an image, a
+/// scheme file): the work writes a temporary file beside it,
+/// `.NAME.udamon-PID.tmp`, made new, and [`WholeFile::commit`] puts it in
+/// place only once it is complete, keeping the previous file as
+/// `NAME.old`. A run that fails, or that a signal interrupts, removes the
+/// temporary file and leaves the previous `NAME` as it was; one killed
+/// outright (SIGKILL) leaves at most the temporary file. Devices and pipes
+/// (`/dev/null`, `/dev/stdout`) are written directly.
+///
+/// Check the path with [`check_output`] before the work, and make the
+/// file when the work is ready to write it.
+pub struct WholeFile {
+    path: PathBuf,
+    /// The temporary file; `None` when `path` itself is written (a device
+    /// or a pipe) or once committed.
+    tmp: Option<PathBuf>,
+}
+
+impl WholeFile {
+    /// Makes the temporary file for `path` (or opens `path`, a device or a
+    /// pipe) and returns it open for writing.
+    pub fn create(path: &Path) -> anyhow::Result<(WholeFile, std::fs::File)> {
+        let cannot = |e: std::io::Error| {
+            anyhow::anyhow!("cannot write {}: {}", path.display(), plain_io(&e))
+        };
+        if written_in_place(path) {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(path)
+                .map_err(cannot)?;
+            return Ok((
+                WholeFile {
+                    path: path.to_path_buf(),
+                    tmp: None,
+                },
+                f,
+            ));
+        }
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let tmp = parent_dir(path).join(format!(".{name}.udamon-{}.tmp", std::process::id()));
+        // Registered first: a signal between the two removes nothing of
+        // another's, as the name carries our pid.
+        crate::stop::remove_on_signal(&tmp);
+        let create = || {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+        };
+        // One there already is a dead process's (the name carries our
+        // pid): removed (a link, not what it may point to) and made anew.
+        let made = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::fs::remove_file(&tmp).and_then(|()| create())
+            }
+            r => r,
+        };
+        let f = match made {
+            Ok(f) => f,
+            Err(e) => {
+                crate::stop::forget(&tmp);
+                return Err(cannot(e));
+            }
+        };
+        Ok((
+            WholeFile {
+                path: path.to_path_buf(),
+                tmp: Some(tmp),
+            },
+            f,
+        ))
     }
-    Ok(())
+
+    /// Where the work writes: the temporary file (or the device).
+    pub fn path(&self) -> &Path {
+        self.tmp.as_deref().unwrap_or(&self.path)
+    }
+
+    /// Puts the complete file in place: its data synced, a previous
+    /// regular file at the name kept as `NAME.old` (one generation), then
+    /// the temporary file renamed over the name, so the name never shows a
+    /// partial file. Prints a note on stderr when a file was kept.
+    pub fn commit(self) -> anyhow::Result<()> {
+        self.put_in_place(true)
+    }
+
+    /// [`WholeFile::commit`] without keeping the previous file (files
+    /// udamon names itself, such as man pages).
+    pub fn replace(self) -> anyhow::Result<()> {
+        self.put_in_place(false)
+    }
+
+    fn put_in_place(mut self, keep_old: bool) -> anyhow::Result<()> {
+        let Some(tmp) = self.tmp.clone() else {
+            return Ok(());
+        };
+        let path = self.path.clone();
+        let cannot = |e: std::io::Error| {
+            anyhow::anyhow!("cannot write {}: {}", path.display(), plain_io(&e))
+        };
+        std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(cannot)?;
+        let mut kept = None;
+        if keep_old && std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir()) {
+            let old = old_path(&path);
+            match std::fs::remove_file(&old) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(anyhow::anyhow!(
+                        "cannot keep the previous {} as {}: {}",
+                        path.display(),
+                        old.display(),
+                        plain_io(&e)
+                    ))
+                }
+                _ => {}
+            }
+            // A second name for the previous file, so that the name itself
+            // always holds a whole file; renamed where links are refused.
+            std::fs::hard_link(&path, &old)
+                .or_else(|_| std::fs::rename(&path, &old))
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot keep the previous {} as {}: {}",
+                        path.display(),
+                        old.display(),
+                        plain_io(&e)
+                    )
+                })?;
+            kept = Some(old);
+        }
+        std::fs::rename(&tmp, &path).map_err(cannot)?;
+        crate::stop::forget(&tmp);
+        self.tmp = None;
+        if let Some(old) = kept {
+            eprintln!(
+                "udamon: kept the previous {} as {}",
+                path.display(),
+                old.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WholeFile {
+    /// An uncommitted file (the work failed) is removed.
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = std::fs::remove_file(&tmp);
+            crate::stop::forget(&tmp);
+        }
+    }
+}
+
+/// Writes `bytes` to `path` whole, the previous file kept as `NAME.old`
+/// (see [`WholeFile`]).
+pub fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let out = write_temp(path, bytes)?;
+    out.commit()
+}
+
+/// Writes `bytes` to `path` whole, over the previous file (one udamon
+/// names itself and makes again, such as an evaluation's table).
+pub fn replace_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let out = write_temp(path, bytes)?;
+    out.replace()
+}
+
+fn write_temp(path: &Path, bytes: &[u8]) -> anyhow::Result<WholeFile> {
+    use std::io::Write;
+    let (out, mut f) = WholeFile::create(path)?;
+    f.write_all(bytes)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), plain_io(&e)))?;
+    Ok(out)
+}
+
+/// Draws a heatmap into the image file `path`, whole (see [`WholeFile`]):
+/// a PNG, or an SVG for [`udamon_report::HeatmapFormat::Svg`].
+pub fn write_image(
+    hm: &udamon_report::Heatmap,
+    format: udamon_report::HeatmapFormat,
+    opts: &udamon_report::ImageOptions,
+    path: &Path,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let cannot = || format!("cannot write {}", path.display());
+    let (out, file) = WholeFile::create(path)?;
+    if format == udamon_report::HeatmapFormat::Svg {
+        let mut f = std::io::BufWriter::new(file);
+        hm.write_svg(&mut f, opts).with_context(cannot)?;
+        f.flush().with_context(cannot)?;
+    } else {
+        drop(file);
+        hm.write_png(out.path(), opts).with_context(cannot)?;
+    }
+    out.commit()
 }
 
 /// An I/O error in plain words, without Rust's "(os error N)" suffix.
@@ -221,4 +466,75 @@ pub fn plain_words(s: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The name holds the previous file until the new one is complete;
+    /// committed, the previous one is `NAME.old`; dropped (a failure), the
+    /// temporary file goes and nothing else changes.
+    #[test]
+    fn a_whole_file_appears_only_complete() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.txt");
+        std::fs::write(&p, "old").unwrap();
+        std::fs::write(dir.path().join("out.txt.old"), "older").unwrap();
+        let (out, mut f) = WholeFile::create(&p).unwrap();
+        assert_ne!(out.path(), p);
+        f.write_all(b"new, half").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "old");
+        drop((out, f));
+        assert_eq!(names(dir.path()), ["out.txt", "out.txt.old"]);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "old");
+
+        let (out, mut f) = WholeFile::create(&p).unwrap();
+        f.write_all(b"new").unwrap();
+        drop(f);
+        out.commit().unwrap();
+        assert_eq!(names(dir.path()), ["out.txt", "out.txt.old"]);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("out.txt.old")).unwrap(),
+            "old"
+        );
+        // Replaced: no `.old` made of the previous one.
+        replace_whole(&p, b"newer").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "newer");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("out.txt.old")).unwrap(),
+            "old"
+        );
+        // A device is written as it is.
+        let (out, _) = WholeFile::create(Path::new("/dev/null")).unwrap();
+        assert_eq!(out.path(), Path::new("/dev/null"));
+        out.commit().unwrap();
+    }
+
+    /// Checked before the work, nothing moves: the previous file stays
+    /// where it is until a commit.
+    #[test]
+    fn checking_an_output_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.txt");
+        std::fs::write(&p, "old").unwrap();
+        check_output("--output", &p, &[], &[]).unwrap();
+        assert_eq!(names(dir.path()), ["out.txt"]);
+        // Keeping it would replace an input.
+        let old = dir.path().join("out.txt.old");
+        std::fs::write(&old, "an input").unwrap();
+        let e = check_output("--output", &p, &[&old], &[]).unwrap_err();
+        assert!(e.to_string().contains("cannot be kept as"), "{e}");
+    }
 }

@@ -263,7 +263,16 @@ metric = {{ regex = '([0-9.]+) ops', name = "ops" }}
         d.path(),
         &["eval", &s, "-o", out.to_str().unwrap(), "--json"],
     );
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    // Three workloads measured nothing: exit 1, each named with its reason.
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("every run of some workloads failed: slow (")
+            && err.contains(", broken-setup (setup exited 4: oops")
+            && err.contains(", exits-1 (the run exited 1: bad thing"),
+        "{err}"
+    );
+    assert!(!err.contains("ok ("), "{err}");
     assert!(
         t.elapsed() < Duration::from_secs(25),
         "the timeout did not end the slow run"
@@ -308,7 +317,7 @@ metric = {{ regex = '([0-9.]+) ops', name = "ops" }}
             "exits-1",
         ],
     );
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert_eq!(results(&out).len(), 5);
 }
 

@@ -77,8 +77,8 @@ fn check(opts: &ImageOptions) -> Result<(), Error> {
 }
 
 impl Heatmap {
-    /// Draws the heatmap into a PNG file at `path` (layout in
-    /// docs/reports.md).
+    /// Draws the heatmap into a PNG file at `path`, whatever its name
+    /// (layout in docs/reports.md).
     pub fn write_png(&self, path: &Path, opts: &ImageOptions) -> Result<(), Error> {
         write_png(self, path, opts)
     }
@@ -99,8 +99,17 @@ fn write_png(hm: &Heatmap, path: &Path, opts: &ImageOptions) -> Result<(), Error
         draw(&root, hm, opts).map_err(|e| Error::Plot(e.to_string()))?;
         root.present().map_err(|e| Error::Plot(e.to_string()))?;
     }
-    // Encoded here so that a failed write reads as an I/O error.
-    image::save_buffer(path, &rgb, w, h, image::ColorType::Rgb8).map_err(|e| match e {
+    // Encoded here so that a failed write reads as an I/O error; PNG
+    // whatever the name (the caller may write a temporary file first).
+    image::save_buffer_with_format(
+        path,
+        &rgb,
+        w,
+        h,
+        image::ColorType::Rgb8,
+        image::ImageFormat::Png,
+    )
+    .map_err(|e| match e {
         image::ImageError::IoError(io) => Error::Io(io),
         e => Error::Plot(e.to_string()),
     })

@@ -10,7 +10,7 @@ use udamon_report::Selected;
 
 use super::report::{address_range_arg, selection, time_range_arg};
 use crate::cli::CutArgs;
-use crate::output::print_json;
+use crate::output::{print_json, WholeFile};
 use crate::UsageError;
 
 #[derive(Serialize)]
@@ -28,7 +28,7 @@ pub fn run(a: CutArgs) -> Result<()> {
             "give what to keep: --time-range, --address-range or --target (or several)".into()
         ));
     }
-    crate::output::prepare("--output", &a.output, &[&a.record], &[])?;
+    crate::output::check_output("--output", &a.output, &[&a.record], &[])?;
     let reader = super::report::open(&a.record)?;
     let frames = reader.frames();
     let with_snapshots = || frames.iter().filter(|f| f.nr_snapshots > 0);
@@ -60,7 +60,8 @@ pub fn run(a: CutArgs) -> Result<()> {
         }
         None => header.params = serde_json::json!({ "cut_from": from }),
     }
-    let mut w: Option<Writer<_>> = None;
+    // Written whole: the name shows the complete cut or the previous file.
+    let mut w: Option<(WholeFile, Writer<_>)> = None;
     let mut kept = 0u64;
     let mut res: Result<()> = Ok(());
     Selected::new(&reader, sel).for_each_entry(|e| {
@@ -68,19 +69,19 @@ pub fn run(a: CutArgs) -> Result<()> {
             match e {
                 Entry::Snapshot(s) => {
                     if w.is_none() {
-                        w = Some(
-                            Writer::create(&a.output, &header)
-                                .with_context(|| format!("cannot write {}", a.output.display()))?,
-                        );
+                        let (out, file) = WholeFile::create(&a.output)?;
+                        let writer = Writer::new(std::io::BufWriter::new(file), &header)
+                            .with_context(|| format!("cannot write {}", a.output.display()))?;
+                        w = Some((out, writer));
                     }
-                    w.as_mut().expect("made above").push_snapshot(s)?;
+                    w.as_mut().expect("made above").1.push_snapshot(s)?;
                     kept += 1;
                 }
                 // What happened while the range was being recorded (scheme
                 // statistics, gaps, execs); the run's summary describes the
                 // whole run, not the part.
                 Entry::Json { kind, value } if kind != "summary" => {
-                    if let Some(w) = w.as_mut() {
+                    if let Some((_, w)) = w.as_mut() {
                         w.push_json(kind, value)?;
                     }
                 }
@@ -97,7 +98,7 @@ pub fn run(a: CutArgs) -> Result<()> {
         }
     })?;
     res?;
-    let Some(w) = w else {
+    let Some((out, w)) = w else {
         bail!(UsageError(format!(
             "nothing of {} is in the selection (its snapshots span {:.1}-{:.1} s from its start{})",
             a.record.display(),
@@ -109,7 +110,9 @@ pub fn run(a: CutArgs) -> Result<()> {
             }
         )));
     };
-    w.finish()?;
+    w.finish()
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    out.commit()?;
     let summary = CutSummary {
         input: a.record.display().to_string(),
         output: a.output.display().to_string(),

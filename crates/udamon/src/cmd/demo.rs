@@ -14,7 +14,7 @@ use crate::cli::DemoArgs;
 
 pub fn run(a: DemoArgs) -> Result<()> {
     crate::output::prepare("--output", &a.output, &[], &[&a.image])?;
-    crate::output::prepare("--image", &a.image, &[], &[&a.output])?;
+    crate::output::check_output("--image", &a.image, &[], &[&a.output])?;
     let run = SimRun {
         spec_text: DEMO_SPEC,
         origin: "demo",
@@ -69,22 +69,13 @@ pub fn run(a: DemoArgs) -> Result<()> {
         ..ImageOptions::default()
     };
     let ext = a.image.extension().and_then(|e| e.to_str()).unwrap_or("");
-    let img_hm = heatmap::build(
-        &reader,
-        &HeatmapOptions::default(),
-        if ext == "svg" {
-            HeatmapFormat::Svg
-        } else {
-            HeatmapFormat::Png
-        },
-    )?;
-    if ext == "svg" {
-        let mut f = BufWriter::new(std::fs::File::create(&a.image)?);
-        img_hm.write_svg(&mut f, &image)?;
-        f.flush()?;
+    let format = if ext == "svg" {
+        HeatmapFormat::Svg
     } else {
-        img_hm.write_png(&a.image, &image)?;
-    }
+        HeatmapFormat::Png
+    };
+    let img_hm = heatmap::build(&reader, &HeatmapOptions::default(), format)?;
+    crate::output::write_image(&img_hm, format, &image, &a.image)?;
     println!("\nwrote {} and {}", a.output.display(), a.image.display());
     println!(
         "next: udamon report heatmap {} --all, udamon report hot {}",

@@ -12,7 +12,7 @@ use udamon_sim::MonitorKind;
 
 use super::record::{run_sim, SimRun};
 use crate::cli::EvalArgs;
-use crate::output::print_json;
+use crate::output::{print_json, replace_whole, WholeFile};
 use crate::UsageError;
 
 fn eval_err(e: udamon_eval::Error) -> anyhow::Error {
@@ -82,8 +82,15 @@ pub fn run(a: EvalArgs) -> Result<()> {
             ))
             .into());
         }
-        return finish(&a, &suite, &store, false);
+        return finish(&a, &suite, &store, false).map(drop);
     }
+    let opts = Options {
+        only_workloads: a.workloads.clone(),
+        only_configs: a.configs.clone(),
+        retry_failed: a.retry_failed,
+    };
+    // Everything asked is checked before the results directory is made.
+    udamon_eval::check(&suite, &opts).map_err(eval_err)?;
     let mut store = Store::open(&a.output, &suite).map_err(eval_err)?;
     crate::stop::install();
     let udamon =
@@ -108,11 +115,6 @@ pub fn run(a: EvalArgs) -> Result<()> {
         root: Path::new("/"),
         thp_path: &thp_path,
         stop: &crate::stop::requested,
-    };
-    let opts = Options {
-        only_workloads: a.workloads.clone(),
-        only_configs: a.configs.clone(),
-        retry_failed: a.retry_failed,
     };
     let t0 = Instant::now();
     let mut progress = |e: Event| match e {
@@ -189,44 +191,88 @@ pub fn run(a: EvalArgs) -> Result<()> {
         finish(&a, &suite, &store, true)?;
         std::process::exit(130);
     }
-    finish(&a, &suite, &store, false)
+    let summary = finish(&a, &suite, &store, false)?;
+    // A workload none of whose runs worked measured nothing: a failure,
+    // said with its reasons (the summary above has the details).
+    let failed: Vec<String> = summary
+        .failed_workloads()
+        .into_iter()
+        .filter(|(w, _)| {
+            opts.only_workloads.is_empty() || opts.only_workloads.iter().any(|x| x == w)
+        })
+        .map(|(w, why)| format!("{w} ({})", why.join("; ")))
+        .collect();
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "every run of {} failed: {} (the results are in {}; --retry-failed runs them again)",
+            if failed.len() == 1 {
+                "a workload"
+            } else {
+                "some workloads"
+            },
+            failed.join(", "),
+            a.output.display()
+        );
+    }
+    Ok(())
 }
 
 fn elapsed(s: u64) -> String {
     format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
-/// Writes results.tsv and the charts, and prints the summary.
-fn finish(a: &EvalArgs, suite: &Suite, store: &Store, partial: bool) -> Result<()> {
+/// Writes results.tsv and the charts (each whole), and prints the summary.
+fn finish(
+    a: &EvalArgs,
+    suite: &Suite,
+    store: &Store,
+    partial: bool,
+) -> Result<udamon_eval::Summary> {
     let summary = udamon_eval::summarise(suite, &store.results);
     let dir = &store.dir;
     let tsv = dir.join("results.tsv");
-    std::fs::write(&tsv, udamon_eval::table::tsv(suite, &summary))
-        .with_context(|| format!("cannot write {}", tsv.display()))?;
+    // Made again from the results each time: no `.old` kept.
+    replace_whole(&tsv, udamon_eval::table::tsv(suite, &summary).as_bytes())?;
     let mut charts = Vec::new();
     for (fig, file, title) in [
         ("perf", "perf.svg", "performance relative to orig"),
         ("rss.avg", "rss.svg", "average RSS relative to orig"),
     ] {
         let p = dir.join(file);
-        if udamon_eval::plot::bars(&summary, fig, title, &p).map_err(eval_err)? {
+        let (out, f) = WholeFile::create(&p)?;
+        drop(f);
+        if udamon_eval::plot::bars(&summary, fig, title, out.path()).map_err(eval_err)? {
+            out.replace()?;
             charts.push(p);
         }
     }
     if a.json {
-        return print_json(&summary);
+        print_json(&summary)?;
+        return Ok(summary);
     }
     if partial {
-        return Ok(());
+        return Ok(summary);
     }
     print!("{}", udamon_eval::table::render(&summary));
+    let count = |f: fn(&udamon_eval::table::ConfigSummary) -> u32| -> u32 {
+        summary
+            .workloads
+            .iter()
+            .flat_map(|w| &w.configs)
+            .map(f)
+            .sum()
+    };
     println!(
-        "{} of {} runs done; overheads are (mean / orig's mean - 1); ± is one standard deviation of the runs",
-        summary.done_runs, summary.planned_runs
+        "{} of {} runs done ({} ok, {} failed, {} skipped); overheads are (mean / orig's mean - 1); ± is one standard deviation of the runs",
+        summary.done_runs,
+        summary.planned_runs,
+        count(|c| c.ok),
+        count(|c| c.failed),
+        count(|c| c.skipped)
     );
     println!("wrote {}", tsv.display());
     for c in charts {
         println!("wrote {}", c.display());
     }
-    Ok(())
+    Ok(summary)
 }

@@ -2,12 +2,14 @@
 //! that damo's reports and the scripts built on them read what udamon
 //! recorded. The writing is `udamon-damo`'s, streaming.
 
+use std::ops::ControlFlow;
+
 use anyhow::{Context, Result};
 use serde::Serialize;
 use udamon_damo::ExportFormat;
 
 use crate::cli::{ExportArgs, ExportFormatArg};
-use crate::output::{print_json, Progress};
+use crate::output::{print_json, Progress, WholeFile};
 
 #[derive(Serialize)]
 struct ExportSummary {
@@ -19,32 +21,41 @@ struct ExportSummary {
 }
 
 pub fn run(a: ExportArgs) -> Result<()> {
-    crate::output::prepare("--output", &a.output, &[&a.record], &[])?;
+    crate::output::check_output("--output", &a.output, &[&a.record], &[])?;
     let reader = super::report::open(&a.record)?;
     let format = match a.format {
         ExportFormatArg::DamoJsonCompressed => ExportFormat::JsonCompressed,
         ExportFormatArg::DamoJson => ExportFormat::Json,
         ExportFormatArg::PerfScript => ExportFormat::PerfScript,
     };
-    let file = std::fs::File::create(&a.output)
-        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    crate::stop::install();
+    let (out, file) = WholeFile::create(&a.output)?;
     let total = reader.nr_snapshots() * reader.header().targets.len().max(1) as u64;
     let mut bar = Progress::new(total, "exporting");
     let mut done = 0u64;
-    let out = udamon_damo::export(&reader, file, format, &mut || {
+    let exported = udamon_damo::export(&reader, file, format, &mut || {
         done += 1;
         if done.is_multiple_of(64) {
             bar.set(done);
         }
+        match crate::stop::requested() {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
+        }
     });
     bar.finish();
-    let out = out.with_context(|| format!("cannot write {}", a.output.display()))?;
+    if let Err(udamon_damo::Error::Interrupted) = exported {
+        drop(out);
+        crate::stop::exit_interrupted(&a.output);
+    }
+    let exported = exported.with_context(|| format!("cannot write {}", a.output.display()))?;
+    out.commit()?;
     let summary = ExportSummary {
         input: a.record.display().to_string(),
         output: a.output.display().to_string(),
         format: format.damo_name(),
-        snapshots: out.snapshots,
-        targets: out.targets,
+        snapshots: exported.snapshots,
+        targets: exported.targets,
     };
     if a.json {
         return print_json(&summary);

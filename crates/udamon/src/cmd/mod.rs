@@ -57,6 +57,18 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// Writes the page of `cmd` and of each of its subcommands into `dir`, as
+/// `clap_mangen::generate_to` names them, each page whole.
+fn man_pages(cmd: &clap::Command, dir: &std::path::Path) -> Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        man_pages(sub, dir)?;
+    }
+    let man = clap_mangen::Man::new(cmd.clone());
+    let mut page = Vec::new();
+    man.render(&mut page)?;
+    crate::output::replace_whole(&dir.join(man.get_filename()), &page)
+}
+
 /// The command tree the man pages describe: every subcommand has a page,
 /// so `help` (which only repeats them) has none.
 pub fn man_tree() -> clap::Command {
@@ -69,9 +81,7 @@ fn man(a: ManArgs) -> Result<()> {
     let root = man_tree();
     if let Some(dir) = &a.dir {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        clap_mangen::generate_to(root, dir)
-            .with_context(|| format!("cannot write the man pages in {}", dir.display()))?;
-        return Ok(());
+        return man_pages(&root, dir);
     }
     let mut cmd = &root;
     for name in &a.command {

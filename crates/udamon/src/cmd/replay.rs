@@ -86,6 +86,9 @@ fn side(
 }
 
 pub fn run(a: ReplayArgs) -> Result<()> {
+    // The attribute flags are checked as `record` checks them, whether or
+    // not a run uses them.
+    let attrs = attrs_from(&a.attrs)?;
     let schemes = super::apply::read_schemes(&a.schemes)?;
     let scorer = score_fn(&a.score)?;
     // A damaged record replays its readable part: `open` says so.
@@ -115,7 +118,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
                     &p.display().to_string(),
                     Some(seed),
                     duration_us,
-                    attrs_from(&a.attrs)?,
+                    attrs,
                 )
                 .map_err(ue)?
             }

@@ -4,7 +4,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use udamon_record::{Entry, Reader};
 use udamon_report::{
     heatmap, hot, wss, HeatmapFormat, HeatmapOptions, HotOptions, ImageOptions, Selected,
@@ -185,7 +185,7 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
         None => HeatmapFormat::Text,
     };
     if let Some(p) = &a.output {
-        crate::output::prepare("--output", p, &[&a.file], &[])?;
+        crate::output::check_output("--output", p, &[&a.file], &[])?;
     }
     // Only the frames that may hold the time range are read; the heatmap
     // itself cuts the range and the addresses.
@@ -199,16 +199,8 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match (format, &a.output) {
-        (HeatmapFormat::Png, Some(p)) => hm
-            .write_png(p, &image)
-            .with_context(|| format!("cannot write {}", p.display()))?,
-        (HeatmapFormat::Svg, Some(p)) => {
-            let mut f = BufWriter::new(
-                std::fs::File::create(p)
-                    .with_context(|| format!("cannot write {}", p.display()))?,
-            );
-            hm.write_svg(&mut f, &image)?;
-            f.flush()?;
+        (HeatmapFormat::Png | HeatmapFormat::Svg, Some(p)) => {
+            crate::output::write_image(&hm, format, &image, p)?
         }
         (HeatmapFormat::Json, _) => hm.write_json(&mut out)?,
         _ => hm.write_text(&mut out, a.color.enabled())?,

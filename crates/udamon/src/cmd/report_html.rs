@@ -7,6 +7,7 @@ use udamon_report::html::{self, HtmlOptions};
 
 use super::report::{address_range_arg, open, target_arg, time_range_arg, title};
 use crate::cli::HtmlArgs;
+use crate::output::WholeFile;
 use crate::UsageError;
 
 pub fn run(a: HtmlArgs) -> Result<()> {
@@ -23,7 +24,7 @@ pub fn run(a: HtmlArgs) -> Result<()> {
         address_range: address_range_arg(a.address_range.as_deref())?,
         ..HtmlOptions::default()
     };
-    crate::output::prepare("--output", &a.output, &[&a.file], &[])?;
+    crate::output::check_output("--output", &a.output, &[&a.file], &[])?;
     let report = html::build(&reader, &opts)?;
     let page_title = a.title.unwrap_or_else(|| title(&reader, &a.file));
     let source = a.file.file_name().map_or_else(
@@ -31,9 +32,12 @@ pub fn run(a: HtmlArgs) -> Result<()> {
         |n| n.to_string_lossy().into_owned(),
     );
     let cannot = || format!("cannot write {}", a.output.display());
-    let mut f = BufWriter::new(std::fs::File::create(&a.output).with_context(cannot)?);
+    let (out, file) = WholeFile::create(&a.output)?;
+    let mut f = BufWriter::new(file);
     html::write_html(&mut f, &report, &page_title, &source).with_context(cannot)?;
     f.flush().with_context(cannot)?;
+    drop(f);
+    out.commit()?;
     let bytes = std::fs::metadata(&a.output).map_or(0, |m| m.len());
     let hm = &report.heatmap;
     if a.json {

@@ -1,7 +1,7 @@
 //! `udamon topology`: NUMA nodes, memory tiers and tiering pairs, and the
 //! tiering schemes for them.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use udamon_report::fmt_bytes;
 use udamon_session::topology::{discover, tiering_schemes, Space, TieringParams, Topology};
 
@@ -19,7 +19,7 @@ pub fn run(a: TopologyArgs) -> Result<()> {
         };
         let schemes = tiering_schemes(&t, space, &TieringParams::default())
             .map_err(|e| crate::CapabilityError(format!("no tiering schemes here: {e}")))?;
-        crate::output::prepare("--tiering-schemes", out, &[], &[])?;
+        crate::output::check_output("--tiering-schemes", out, &[], &[])?;
         let text = format!(
             "# Self-tuned tiering for this machine's pairs ({}), written by `udamon \
              topology`:\n# for each pair, demotion keeps 0.5% of the upper node free and \
@@ -37,7 +37,7 @@ pub fn run(a: TopologyArgs) -> Result<()> {
             },
             udamon_scheme_file::to_toml(&schemes)
         );
-        std::fs::write(out, text).with_context(|| format!("cannot write {}", out.display()))?;
+        crate::output::write_whole(out, text.as_bytes())?;
         if !a.json {
             eprintln!(
                 "udamon: wrote {} schemes for {} pair(s) to {}",

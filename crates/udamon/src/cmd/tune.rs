@@ -19,7 +19,7 @@ use udamon_tune::{
 use super::record::read_spec;
 use super::record::{attrs_from, duration_arg, run_duration};
 use crate::cli::AttrsArgs;
-use crate::output::{prepare, print_json, Progress};
+use crate::output::{check_output, print_json, Progress, WholeFile};
 use crate::UsageError;
 
 /// How runs are scored (the DAOS paper's Listing 2 by default).
@@ -250,10 +250,10 @@ pub fn run(a: TuneArgs) -> Result<()> {
     .collect();
     if let Some(p) = &a.plot {
         udamon_tune::plot::is_png(p).map_err(ue)?;
-        prepare("--plot", p, &inputs, a.output.as_deref().as_slice())?;
+        check_output("--plot", p, &inputs, a.output.as_deref().as_slice())?;
     }
     if let Some(p) = &a.output {
-        prepare("--output", p, &inputs, a.plot.as_deref().as_slice())?;
+        check_output("--output", p, &inputs, a.plot.as_deref().as_slice())?;
     }
     let mut scorer = score_fn(&a.score)?;
     let threads = a.threads.unwrap_or_else(default_threads).max(1);
@@ -387,10 +387,16 @@ pub fn run(a: TuneArgs) -> Result<()> {
             source_text(&tuned),
             to_toml(&tuned.schemes)
         );
-        std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?;
+        crate::output::write_whole(p, text.as_bytes())?;
     }
     if let Some(p) = &a.plot {
-        udamon_tune::plot::write(&tuned, &knob, &[], p).map_err(ue)?;
+        let png = udamon_tune::plot::is_png(p).map_err(ue)?;
+        let (out, file) = WholeFile::create(p)?;
+        drop(file);
+        udamon_tune::plot::write_as(&tuned, &knob, &[], out.path(), png)
+            .map_err(ue)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+        out.commit()?;
     }
     if !a.json {
         for p in [&a.output, &a.plot].into_iter().flatten() {
