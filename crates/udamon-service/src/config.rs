@@ -307,9 +307,10 @@ pub struct JobPlan {
     /// A job this machine cannot run is skipped with a warning instead of
     /// stopping the service's start (`optional = true`).
     pub optional: bool,
-    /// The files the job reads its orders from (scheme files, a workload
-    /// spec), checked like the config when the service runs as root.
-    pub inputs: Vec<PathBuf>,
+    /// The files the job reads its orders from, with what each is
+    /// ("scheme file", "workload spec"), checked like the config when the
+    /// service runs as root.
+    pub inputs: Vec<(PathBuf, &'static str)>,
 }
 
 impl JobPlan {
@@ -354,14 +355,7 @@ impl Plan {
     pub fn files(&self) -> Vec<(&Path, &'static str)> {
         let mut out = vec![(self.file.as_path(), "config")];
         for j in &self.jobs {
-            for p in &j.inputs {
-                let what = if matches!(&j.target, TargetPlan::Sim { path, .. } if path == p) {
-                    "workload spec"
-                } else {
-                    "scheme file"
-                };
-                out.push((p.as_path(), what));
-            }
+            out.extend(j.inputs.iter().map(|(p, what)| (p.as_path(), *what)));
         }
         out
     }
@@ -592,13 +586,18 @@ fn attrs(a: &RawAttrs) -> Result<Attrs, String> {
     Ok(attrs)
 }
 
-fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
+/// The job's target, and for a simulated one its workload, parsed once
+/// (the bound on its cost is checked once the attributes are known).
+fn target(
+    v: &toml::Value,
+    base: &Path,
+) -> Result<(TargetPlan, Option<udamon_sim::Workload>), String> {
     const FORMS: &str = "give target = { pid = N }, { comm = \"NAME\" }, { cmdline = \"REGEX\" }, \
                          { cgroup = \"/sys/fs/cgroup/PATH\" }, { node = N }, { sim = \"SPEC.toml\" } \
                          or \"paddr\"";
     if let Some(s) = v.as_str() {
         return match s {
-            "paddr" => Ok(TargetPlan::Paddr),
+            "paddr" => Ok((TargetPlan::Paddr, None)),
             _ => Err(format!("target = \"{s}\": {FORMS}")),
         };
     }
@@ -637,11 +636,11 @@ fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
     };
     match kinds[0] {
         "pid" => match t["pid"].as_integer() {
-            Some(p) if p > 0 && p <= i64::from(i32::MAX) => Ok(TargetPlan::Pid(p as u32)),
+            Some(p) if p > 0 && p <= i64::from(i32::MAX) => Ok((TargetPlan::Pid(p as u32), None)),
             _ => Err(format!("target.pid = {}: give a process id", t["pid"])),
         },
         "node" => match t["node"].as_integer() {
-            Some(n) if (0..=4096).contains(&n) => Ok(TargetPlan::Node(n as u32)),
+            Some(n) if (0..=4096).contains(&n) => Ok((TargetPlan::Node(n as u32), None)),
             _ => Err(format!("target.node = {}: give a NUMA node id", t["node"])),
         },
         "comm" => {
@@ -653,12 +652,12 @@ fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
                      with cmdline = \"REGEX\""
                 ));
             }
-            Ok(TargetPlan::Comm(c))
+            Ok((TargetPlan::Comm(c), None))
         }
         "cmdline" => {
             let r = text("cmdline")?;
             regex::Regex::new(&r).map_err(|e| format!("target.cmdline: {e}"))?;
-            Ok(TargetPlan::Cmdline(r))
+            Ok((TargetPlan::Cmdline(r), None))
         }
         "cgroup" => {
             let p = PathBuf::from(text("cgroup")?);
@@ -669,13 +668,13 @@ fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
                     p.display()
                 ));
             }
-            Ok(TargetPlan::Cgroup(p))
+            Ok((TargetPlan::Cgroup(p), None))
         }
         _ => {
             let path = base.join(text("sim")?);
             let spec_text = std::fs::read_to_string(&path)
                 .map_err(|e| format!("target.sim: cannot read {}: {e}", path.display()))?;
-            udamon_sim::Workload::from_toml(&spec_text, &path.display().to_string())
+            let workload = udamon_sim::Workload::from_toml(&spec_text, &path.display().to_string())
                 .map_err(|e| format!("target.sim: {e}"))?;
             let speed = match t.get("speed") {
                 None => Some(1.0),
@@ -699,12 +698,15 @@ fn target(v: &toml::Value, base: &Path) -> Result<TargetPlan, String> {
                         as u64,
                 ),
             };
-            Ok(TargetPlan::Sim {
-                path,
-                spec_text,
-                speed,
-                seed,
-            })
+            Ok((
+                TargetPlan::Sim {
+                    path,
+                    spec_text,
+                    speed,
+                    seed,
+                },
+                Some(workload),
+            ))
         }
     }
 }
@@ -856,7 +858,7 @@ fn resolve_job(
             j.name
         ));
     }
-    let target = target(&j.target, base)?;
+    let (target, workload) = target(&j.target, base)?;
     if matches!(target, TargetPlan::Sim { .. }) && j.ops != OpsChoice::Auto {
         return Err(format!(
             "ops = \"{}\" names a live path; a simulated target runs on udamon's engine (leave \
@@ -870,13 +872,13 @@ fn resolve_job(
         target: &target,
     };
     let (schemes, scheme_origins) = schemes(&j.schemes, base, &ctx)?;
-    let mut inputs: Vec<PathBuf> = j
+    let mut inputs: Vec<(PathBuf, &'static str)> = j
         .schemes
         .iter()
-        .filter_map(|s| s.file.as_ref().map(|f| base.join(f)))
+        .filter_map(|s| s.file.as_ref().map(|f| (base.join(f), "scheme file")))
         .collect();
     if let TargetPlan::Sim { path, .. } = &target {
-        inputs.push(path.clone());
+        inputs.push((path.clone(), "workload spec"));
     }
     // The seed's tiering runs with interval auto-tuning; say
     // auto_intervals = false to turn it off.
@@ -888,13 +890,8 @@ fn resolve_job(
     }
     // The simulator's own bound on what a run may cost, checked as `record
     // --sim` checks it: a config that passes starts.
-    if let TargetPlan::Sim {
-        path, spec_text, ..
-    } = &target
-    {
-        let w = udamon_sim::Workload::from_toml(spec_text, &path.display().to_string())
-            .map_err(|e| format!("target.sim: {e}"))?;
-        udamon_sim::check_bounds(&w, &attrs).map_err(|e| format!("attrs: {e}"))?;
+    if let Some(w) = &workload {
+        udamon_sim::check_bounds(w, &attrs).map_err(|e| format!("attrs: {e}"))?;
     }
     if matches!(target, TargetPlan::Paddr | TargetPlan::Node(_)) && j.ops == OpsChoice::Softdirty {
         return Err(
