@@ -561,6 +561,17 @@ mod tests {
         unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) }
     }
 
+    /// Four 4-byte reads of `rd` in one batch, which the faulty ring fails
+    /// with EIO; the caller's buffers as the batch left them.
+    fn failed_reads(rd: &File) -> [[u8; 4]; 4] {
+        let mut bufs = [[0u8; 4]; 4];
+        let mut reqs: Vec<(u64, &mut [u8])> = bufs.iter_mut().map(|b| (0, &mut b[..])).collect();
+        let e = read_many(rd, &mut reqs).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EIO));
+        drop(reqs);
+        bufs
+    }
+
     /// A failed `io_uring_enter` while reads are in flight (blocked on an
     /// empty pipe): the batch returns only once every read was cancelled
     /// and its completion reaped, so none is left to take what is written
@@ -575,12 +586,7 @@ mod tests {
         let ran = on_faulty_ring(fault, || {
             use std::io::{Read, Write};
             let (rd, mut wr) = pipe();
-            let mut bufs = [[0u8; 4]; 4];
-            let mut reqs: Vec<(u64, &mut [u8])> =
-                bufs.iter_mut().map(|b| (0, &mut b[..])).collect();
-            let e = read_many(&rd, &mut reqs).unwrap_err();
-            assert_eq!(e.raw_os_error(), Some(libc::EIO));
-            drop(reqs);
+            let bufs = failed_reads(&rd);
             assert_eq!(bufs, [[0u8; 4]; 4]);
             assert!(engine_is_ring(), "a settled ring is kept");
             assert!(ring_is_idle(), "a request outlived the batch");
@@ -616,12 +622,7 @@ mod tests {
             use std::io::Write;
             let (rd, mut wr) = pipe();
             let before = LEAKED_BYTES.load(Ordering::Relaxed);
-            let mut bufs = [[0u8; 4]; 4];
-            let mut reqs: Vec<(u64, &mut [u8])> =
-                bufs.iter_mut().map(|b| (0, &mut b[..])).collect();
-            let e = read_many(&rd, &mut reqs).unwrap_err();
-            assert_eq!(e.raw_os_error(), Some(libc::EIO));
-            drop(reqs);
+            let bufs = failed_reads(&rd);
             assert!(LEAKED_BYTES.load(Ordering::Relaxed) >= before + 16);
             assert!(!engine_is_ring(), "a broken ring is dropped");
             wr.write_all(b"abcdefghijklmnop").unwrap();
