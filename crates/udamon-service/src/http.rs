@@ -191,6 +191,10 @@ async fn serve(listener: StdListener, env: Env, mut stop: oneshot::Receiver<()>)
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
                 .max_buf_size(MAX_HEADER_BYTES)
+                // `printf 'GET ...' | nc` shuts its write side after the
+                // request: the answer is still written (the header timeout
+                // and the lifetime bound such a connection).
+                .half_close(true)
                 .serve_connection(TokioIo::new(stream), service);
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
