@@ -16,6 +16,27 @@ pub struct IntervalsGoal {
     pub max_sample_us: u64,
 }
 
+impl IntervalsGoal {
+    /// The kernel's recommended goal: `access_bp` of the maximum accesses
+    /// (400, 4%, is the recommendation), checked every 3 aggregations,
+    /// sampling between 5 ms and 10 s, as the kernel's DAMON_STAT module
+    /// and damo (`--monitoring_intervals_goal 4% 3 5ms 10s`) set it. The
+    /// lower bound is 5 ms, not the 1 ms `udamon record --intervals-goal`
+    /// used: 5 ms is the default sampling interval, so from the defaults
+    /// the tuner lengthens the interval when few accesses are seen but
+    /// never samples faster than untuned, as with the kernel's own users;
+    /// 1 ms allowed five times the sampling work. A `sample_us` below 5 ms
+    /// lowers the bound to it, so the attributes stay valid.
+    pub fn recommended(access_bp: u32, sample_us: u64) -> Self {
+        Self {
+            access_bp,
+            aggrs: 3,
+            min_sample_us: sample_us.min(5_000),
+            max_sample_us: 10_000_000,
+        }
+    }
+}
+
 /// How regions adapt: as kernel DAMON's (the default, faithful), or the
 /// enhanced mode ([`crate::enhanced`]): fitted to resident memory, and
 /// following windows that move at a steady rate. Same region budget, same

@@ -47,6 +47,7 @@ mod region;
 pub mod schemes;
 mod snapshot;
 pub mod softdirty;
+pub mod units;
 pub mod vaddr;
 
 pub use attrs::{max_nr_accesses, Attrs, IntervalsGoal, Mode};
@@ -60,6 +61,32 @@ pub use snapshot::{RegionSnapshot, Snapshot, TargetSnapshot};
 /// kernel's `DAMON_MIN_REGION` on x86-64.
 pub const MIN_REGION_SZ: u64 = 4096;
 
+/// What an error means for the person who ran udamon: every crate's
+/// `Error` says which of these it is, and the command maps them to its exit
+/// code once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad input: a flag, a file, a spec, a record (exit code 2).
+    Usage,
+    /// The machine lacks what udamon needs: a kernel feature, a
+    /// permission, a free kdamond (exit code 3).
+    Capability,
+    /// Something failed while running: I/O, a process, the kernel (exit
+    /// code 1).
+    Failure,
+}
+
+impl ErrorKind {
+    /// The command's exit code for this kind: 2, 3 or 1.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorKind::Usage => 2,
+            ErrorKind::Capability => 3,
+            ErrorKind::Failure => 1,
+        }
+    }
+}
+
 /// Errors of the core.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Error {
@@ -69,4 +96,15 @@ pub enum Error {
     NoRegions,
     #[error("{0}")]
     Backend(String),
+}
+
+impl Error {
+    /// Invalid attributes are the user's input; the rest happened while
+    /// running.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidAttrs(_) => ErrorKind::Usage,
+            Error::NoRegions | Error::Backend(_) => ErrorKind::Failure,
+        }
+    }
 }

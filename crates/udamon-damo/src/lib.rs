@@ -91,6 +91,18 @@ pub enum Error {
     Interrupted,
 }
 
+impl Error {
+    /// The damo file given, unreadable or malformed: bad input. Writing
+    /// the record or its spills, or being stopped: a runtime failure.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        match self {
+            Error::Read { .. } | Error::Format { .. } => udamon_core::ErrorKind::Usage,
+            Error::Write(e) => e.kind(),
+            Error::Spill { .. } | Error::Interrupted => udamon_core::ErrorKind::Failure,
+        }
+    }
+}
+
 /// Reads the damo record at `input` (any of its formats) and writes it as
 /// the udamon record `output`. `progress` is called now and then with the
 /// bytes of `input` read so far and its size; it returns `Break` to stop
@@ -1089,6 +1101,10 @@ fn read_line_capped(r: &mut impl BufRead, line: &mut Vec<u8>) -> Result<usize, O
     }
 }
 
+/// What [`import_perf_script`] refuses a file that is not perf script
+/// text with.
+const NOT_PERF_SCRIPT: &str = "neither damo's json, json_compressed nor perf_script format (perf.data files need `damo convert --format json` first)";
+
 /// `perf script` text of `damon:damon_aggregated` (damo's perf_script
 /// format, or a tracefs `trace` file): a pass for the targets, a pass to
 /// assemble the windows.
@@ -1098,122 +1114,23 @@ fn import_perf_script(
     total: u64,
     progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
 ) -> Result<Summary, Error> {
-    let bad = |msg: String| Error::Format {
-        path: input.to_path_buf(),
-        msg,
-    };
-    let read_err = |source| Error::Read {
-        path: input.to_path_buf(),
-        source,
-    };
-    let not_text = "neither damo's json, json_compressed nor perf_script format (perf.data files need `damo convert --format json` first)";
-    // Calls `f` on every damon_aggregated event with its line number;
-    // `base` offsets progress.
-    let each = |base: u64,
-                progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
-                f: &mut dyn FnMut(
-        u64,
-        udamon_kdamon::trace::AggregatedEvent,
-    ) -> Result<(), Error>|
-     -> Result<(), Error> {
-        let mut r = BufReader::new(File::open(input).map_err(read_err)?);
-        let (mut line, mut done, mut nr) = (Vec::new(), 0u64, 0u64);
-        loop {
-            nr += 1;
-            let n = match read_line_capped(&mut r, &mut line) {
-                Ok(n) => n,
-                Err(Some(e)) => return Err(read_err(e)),
-                Err(None) => {
-                    return Err(bad(format!(
-                        "line {nr} (from byte {done}) is longer than {} MiB, udamon's cap on a \
-                         line of perf script text (a damon_aggregated line is about 120 bytes); {not_text}",
-                        MAX_LINE_BYTES >> 20
-                    )))
-                }
-            };
-            if n == 0 {
-                return Ok(());
-            }
-            done += n as u64;
-            let Ok(text) = std::str::from_utf8(&line) else {
-                return Err(bad(not_text.into()));
-            };
-            match parse_aggregated(text) {
-                Some(ev) => f(nr, ev)?,
-                None if text.contains("damon_aggregated:") && text.contains("target_id=") => {
-                    return Err(bad(format!(
-                        "line {nr}: a damon_aggregated event udamon cannot read (expected \
-                         `target_id=N nr_regions=N START-END: NR_ACCESSES AGE` in whole \
-                         numbers): {}",
-                        text.trim_end().chars().take(200).collect::<String>()
-                    )))
-                }
-                None => {}
-            }
-            if done % (1 << 20) < n as u64 && progress(base + done, 2 * total).is_break() {
-                return Err(Error::Interrupted);
-            }
-        }
-    };
-    let mut ids = Vec::new();
-    each(0, progress, &mut |nr, ev| {
-        if !ids.contains(&ev.target_id) {
-            if ids.len() >= MAX_TARGETS {
-                return Err(bad(format!(
-                    "line {nr}: target_id={} makes more than {MAX_TARGETS} targets, udamon's cap \
-                     on the targets of one record",
-                    ev.target_id
-                )));
-            }
-            ids.push(ev.target_id);
-        }
-        let r = &ev.region;
-        if r.end <= r.start {
-            return Err(bad(format!(
-                "line {nr}: region {:#x}-{:#x} does not end after it starts",
-                r.start, r.end
-            )));
-        }
-        if ev.nr_regions as usize > MAX_REGIONS {
-            return Err(bad(format!(
-                "line {nr}: nr_regions={} is more than {MAX_REGIONS}, udamon's cap on a window",
-                ev.nr_regions
-            )));
-        }
-        Ok(())
-    })?;
+    let ps = PerfScript { input, total };
+    let ids = ps.targets(progress)?;
     if ids.is_empty() {
-        return Err(bad("no damon_aggregated line in the file".into()));
+        return Err(ps.bad("no damon_aggregated line in the file".into()));
     }
     let attrs = Attrs::default();
     let mut w = Writer::create(output, &header(input, "perf_script", attrs, ids.len()))?;
     let mut asm = Assembler::new(ids.len(), attrs.sample_us, attrs.aggr_us);
-    let (mut n, mut duration) = (0u64, 0u64);
-    // Events taken since the last complete window, and the last one's time.
-    let (mut pending, mut last) = (0usize, (0u64, None));
-    each(total, progress, &mut |nr, ev| {
-        last = (nr, ev.time_us);
-        match asm.push(ev) {
-            Some(s) => {
-                pending = 0;
-                w.push_snapshot(&s)?;
-                n += 1;
-                duration = s.end_us;
-            }
-            None => {
-                pending += 1;
-                if pending > MAX_REGIONS {
-                    return Err(bad(format!(
-                        "line {nr}: more than {MAX_REGIONS} damon_aggregated events without a \
-                         complete window, udamon's cap on a window"
-                    )));
-                }
-            }
-        }
-        Ok(())
-    })?;
+    let windows = ps.windows(&mut w, &mut asm, progress)?;
     w.finish()?;
     let mut warnings = Vec::new();
+    let Windows {
+        snapshots: n,
+        duration_us: duration,
+        pending,
+        last,
+    } = windows;
     if pending > 0 {
         let (nr, time_us) = last;
         let at = time_us.map_or(String::new(), |t| {
@@ -1233,6 +1150,163 @@ fn import_perf_script(
         duration_us: duration,
         warnings,
     })
+}
+
+/// A perf script file as [`import_perf_script`] reads it, a line at a
+/// time, in two passes (each half of the progress to `total` bytes).
+struct PerfScript<'a> {
+    input: &'a Path,
+    total: u64,
+}
+
+/// What the second pass over a perf script file did: snapshots written,
+/// the last one's end, the events taken since (an incomplete window), and
+/// the last event's line and time.
+struct Windows {
+    snapshots: u64,
+    duration_us: u64,
+    pending: usize,
+    last: (u64, Option<u64>),
+}
+
+impl PerfScript<'_> {
+    fn bad(&self, msg: String) -> Error {
+        Error::Format {
+            path: self.input.to_path_buf(),
+            msg,
+        }
+    }
+
+    fn read_err(&self, source: io::Error) -> Error {
+        Error::Read {
+            path: self.input.to_path_buf(),
+            source,
+        }
+    }
+
+    /// Calls `f` on every damon_aggregated event with its line number;
+    /// `base` offsets progress.
+    fn each(
+        &self,
+        base: u64,
+        progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
+        f: &mut dyn FnMut(u64, udamon_kdamon::trace::AggregatedEvent) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut r = BufReader::new(File::open(self.input).map_err(|e| self.read_err(e))?);
+        let (mut line, mut done, mut nr) = (Vec::new(), 0u64, 0u64);
+        loop {
+            nr += 1;
+            let n = match read_line_capped(&mut r, &mut line) {
+                Ok(n) => n,
+                Err(Some(e)) => return Err(self.read_err(e)),
+                Err(None) => {
+                    return Err(self.bad(format!(
+                        "line {nr} (from byte {done}) is longer than {} MiB, udamon's cap on a \
+                         line of perf script text (a damon_aggregated line is about 120 bytes); {NOT_PERF_SCRIPT}",
+                        MAX_LINE_BYTES >> 20
+                    )))
+                }
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            done += n as u64;
+            let Ok(text) = std::str::from_utf8(&line) else {
+                return Err(self.bad(NOT_PERF_SCRIPT.into()));
+            };
+            match parse_aggregated(text) {
+                Some(ev) => f(nr, ev)?,
+                None if text.contains("damon_aggregated:") && text.contains("target_id=") => {
+                    return Err(self.bad(format!(
+                        "line {nr}: a damon_aggregated event udamon cannot read (expected \
+                         `target_id=N nr_regions=N START-END: NR_ACCESSES AGE` in whole \
+                         numbers): {}",
+                        text.trim_end().chars().take(200).collect::<String>()
+                    )))
+                }
+                None => {}
+            }
+            if done % (1 << 20) < n as u64 && progress(base + done, 2 * self.total).is_break() {
+                return Err(Error::Interrupted);
+            }
+        }
+    }
+
+    /// The first pass: the targets' ids in the order they appear, every
+    /// event checked against udamon's caps.
+    fn targets(
+        &self,
+        progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
+    ) -> Result<Vec<u64>, Error> {
+        let mut ids = Vec::new();
+        self.each(0, progress, &mut |nr, ev| {
+            if !ids.contains(&ev.target_id) {
+                if ids.len() >= MAX_TARGETS {
+                    return Err(self.bad(format!(
+                        "line {nr}: target_id={} makes more than {MAX_TARGETS} targets, udamon's cap \
+                         on the targets of one record",
+                        ev.target_id
+                    )));
+                }
+                ids.push(ev.target_id);
+            }
+            let r = &ev.region;
+            if r.end <= r.start {
+                return Err(self.bad(format!(
+                    "line {nr}: region {:#x}-{:#x} does not end after it starts",
+                    r.start, r.end
+                )));
+            }
+            if ev.nr_regions as usize > MAX_REGIONS {
+                return Err(self.bad(format!(
+                    "line {nr}: nr_regions={} is more than {MAX_REGIONS}, udamon's cap on a window",
+                    ev.nr_regions
+                )));
+            }
+            Ok(())
+        })?;
+        Ok(ids)
+    }
+
+    /// The second pass: the events assembled into windows, each written to
+    /// `w` as a snapshot once complete.
+    fn windows(
+        &self,
+        w: &mut Writer<BufWriter<File>>,
+        asm: &mut Assembler,
+        progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
+    ) -> Result<Windows, Error> {
+        let (mut n, mut duration) = (0u64, 0u64);
+        // Events taken since the last complete window, and the last one's time.
+        let (mut pending, mut last) = (0usize, (0u64, None));
+        self.each(self.total, progress, &mut |nr, ev| {
+            last = (nr, ev.time_us);
+            match asm.push(ev) {
+                Some(s) => {
+                    pending = 0;
+                    w.push_snapshot(&s)?;
+                    n += 1;
+                    duration = s.end_us;
+                }
+                None => {
+                    pending += 1;
+                    if pending > MAX_REGIONS {
+                        return Err(self.bad(format!(
+                            "line {nr}: more than {MAX_REGIONS} damon_aggregated events without a \
+                             complete window, udamon's cap on a window"
+                        )));
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(Windows {
+            snapshots: n,
+            duration_us: duration,
+            pending,
+            last,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,16 @@ pub enum Error {
     Other(String),
 }
 
+impl Error {
+    /// Usage is bad input; anything else failed while running.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        match self {
+            Error::Usage(_) => udamon_core::ErrorKind::Usage,
+            Error::Other(_) => udamon_core::ErrorKind::Failure,
+        }
+    }
+}
+
 /// A simulated workload's figures for one run.
 #[derive(Debug, Clone, Default)]
 pub struct SimFigures {

@@ -36,6 +36,22 @@ pub fn bars(summary: &Summary, figure: &str, title: &str, path: &Path) -> Result
         .first()
         .map(|w| w.configs.iter().map(|c| c.config.as_str()).collect())
         .unwrap_or_default();
+    let groups = groups(summary, figure);
+    if groups.is_empty() || configs.len() < 2 {
+        return Ok(false);
+    }
+    let top = groups
+        .iter()
+        .flat_map(|(_, b)| b.iter().flatten().map(|(m, s)| m + s))
+        .fold(1.0f64, f64::max)
+        * 1.15;
+    let width = (160 + groups.len() as u32 * (40 + 28 * configs.len() as u32)).clamp(500, 4000);
+    draw(path, title, &configs, &groups, top, width)?;
+    Ok(true)
+}
+
+/// Per workload with an `orig` figure (not 0): its name and its bars.
+fn groups(summary: &Summary, figure: &str) -> Vec<(String, Vec<Bar>)> {
     let mut groups: Vec<(String, Vec<Bar>)> = Vec::new();
     for w in &summary.workloads {
         let key = if figure == "perf" { w.perf } else { figure };
@@ -61,15 +77,19 @@ pub fn bars(summary: &Summary, figure: &str, title: &str, path: &Path) -> Result
             .collect();
         groups.push((w.workload.clone(), bars));
     }
-    if groups.is_empty() || configs.len() < 2 {
-        return Ok(false);
-    }
-    let top = groups
-        .iter()
-        .flat_map(|(_, b)| b.iter().flatten().map(|(m, s)| m + s))
-        .fold(1.0f64, f64::max)
-        * 1.15;
-    let width = (160 + groups.len() as u32 * (40 + 28 * configs.len() as u32)).clamp(500, 4000);
+    groups
+}
+
+/// Draws the chart: the workloads' groups of bars (one colour per
+/// configuration), error bars, orig's level, the legend.
+fn draw(
+    path: &Path,
+    title: &str,
+    configs: &[&str],
+    groups: &[(String, Vec<Bar>)],
+    top: f64,
+    width: u32,
+) -> Result<(), Error> {
     let err = |e: &dyn std::fmt::Display| Error::Other(format!("{}: {e}", path.display()));
     {
         let root = SVGBackend::new(path, (width, 420)).into_drawing_area();
@@ -155,5 +175,5 @@ pub fn bars(summary: &Summary, figure: &str, title: &str, path: &Path) -> Result
             .map_err(|e| err(&e))?;
         root.present().map_err(|e| err(&e))?;
     }
-    Ok(true)
+    Ok(())
 }

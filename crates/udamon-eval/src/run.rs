@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::measure::{self, Counters, Sampler};
+use crate::measure::{self, Counters, Sampler, Samples};
 use crate::result::RunResult;
-use crate::suite::{Config, Kind, Suite, Workload};
+use crate::suite::{Config, Kind, Metric, Suite, Workload};
 use crate::Error;
 
 /// Where a run happens and what it may ask of its caller.
@@ -212,109 +212,46 @@ pub fn run(
     std::fs::create_dir_all(&runs).map_err(|e| Error::Other(format!("{}: {e}", runs.display())))?;
     let id = r.id();
     let f = |ext: &str| runs.join(format!("{id}.{ext}"));
-    let cwd = cwd.as_deref();
-    let timeout = Duration::from_secs_f64(*timeout_s);
-
-    let want = if matches!(config, Config::Thp) {
-        Some("always")
-    } else {
-        ctx.suite.thp.as_deref()
+    let cmds = Commands {
+        cwd: cwd.as_deref(),
+        timeout_s: *timeout_s,
+        timeout: Duration::from_secs_f64(*timeout_s),
+        teardown: teardown.as_deref(),
+        f: &f,
     };
-    let _thp = if let Some(want) = want {
-        let Some(before) = thp_mode(ctx.thp_path) else {
-            r.fail(format!(
-                "THP {want}: cannot read {}: the kernel has no THP",
-                ctx.thp_path.display()
-            ));
-            return Ok(Ok(r));
-        };
-        if let Err(e) = std::fs::write(ctx.thp_path, want) {
-            r.fail(format!(
-                "THP {want}: cannot write {}: {e} (run as root)",
-                ctx.thp_path.display()
-            ));
+
+    let _thp = match set_thp(ctx, config) {
+        Ok(guard) => guard,
+        Err(why) => {
+            r.fail(why);
             return Ok(Ok(r));
         }
-        Some(ThpGuard {
-            path: ctx.thp_path.to_path_buf(),
-            before,
-        })
-    } else {
-        None
     };
     r.thp = thp_mode(ctx.thp_path);
 
     if ctx.suite.drop_caches {
-        // SAFETY: sync(2) has no preconditions.
-        unsafe { libc::sync() };
-        if let Err(e) = std::fs::write(ctx.root.join("proc/sys/vm/drop_caches"), "3") {
-            r.fail(format!(
-                "drop_caches = true: cannot write /proc/sys/vm/drop_caches: {e} (run as root)"
-            ));
+        if let Err(why) = drop_caches(ctx) {
+            r.fail(why);
             return Ok(Ok(r));
         }
     }
 
-    let teardown_now = |r: &mut RunResult| {
-        if let Some(t) = teardown {
-            let ok = sh(t, cwd, &f("teardown.out"), &f("teardown.err"))
-                .and_then(|c| Child::spawn(c, "the teardown command"))
-                .map(|mut c| {
-                    let done = c.wait_for(timeout, &|| false);
-                    (done, c.exit())
-                });
-            match ok {
-                Ok((true, None)) => {}
-                Ok((false, _)) => r.warn(format!("teardown timed out after {timeout_s} s")),
-                Ok((true, Some(e))) => {
-                    r.warn(format!("teardown {e}: {}", tail(&f("teardown.err"))))
-                }
-                Err(e) => r.warn(e.to_string()),
-            }
-        }
-    };
-
     if let Some(s) = setup {
-        let mut c = Child::spawn(
-            sh(s, cwd, &f("setup.out"), &f("setup.err"))?,
-            "the setup command",
-        )?;
-        let done = c.wait_for(timeout, ctx.stop);
-        if (ctx.stop)() {
-            teardown_now(&mut r);
-            return Ok(Err(Interrupted));
-        }
-        if !done {
-            r.fail(format!("setup timed out after {timeout_s} s"));
-        } else if let Some(e) = c.exit() {
-            r.fail(format!("setup {e}: {}", tail(&f("setup.err"))));
-        }
-        if r.status != "ok" {
-            teardown_now(&mut r);
-            return Ok(Ok(r));
+        match cmds.set_up(ctx, s, &mut r)? {
+            SetUp::Done => {}
+            SetUp::Failed => return Ok(Ok(r)),
+            SetUp::Interrupted => return Ok(Err(Interrupted)),
         }
     }
 
     let c0 = Counters::read(ctx.root);
     let sampler = Sampler::start(ctx.root.to_path_buf(), Duration::from_secs(1));
     let t0 = Instant::now();
-    let mut child = Child::spawn(sh(run, cwd, &f("out"), &f("err"))?, "the run command")?;
+    let mut child = Child::spawn(sh(run, cmds.cwd, &f("out"), &f("err"))?, "the run command")?;
 
     let target_pid = match target {
         None => Some(child.pid as u32),
-        Some(name) => {
-            let mut found = None;
-            while found.is_none() && t0.elapsed() < TARGET_WAIT && !child.poll() && !(ctx.stop)() {
-                found = measure::find_by_name(ctx.root, name).first().copied();
-                if found.is_none() {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-            if found.is_none() {
-                found = measure::find_by_name(ctx.root, name).first().copied();
-            }
-            found
-        }
+        Some(name) => find_target(ctx, name, &mut child, t0),
     };
     if let Some(p) = target_pid {
         sampler.set_target(p);
@@ -323,55 +260,65 @@ pub fn run(
 
     let mut monitor = None;
     if config.monitors() {
-        match target_pid {
-            None if !matches!(config, Config::Prec) => {
-                r.fail(format!(
-                    "no process named {:?} appeared within {} s of the run's start",
-                    target.as_deref().unwrap_or(""),
-                    TARGET_WAIT.as_secs()
-                ));
-            }
-            _ => {
-                let cmd = monitor_command(ctx, config, config_name, target_pid.unwrap_or(0), &f)?;
-                let mut cmd = cmd;
-                cmd.stdin(Stdio::null())
-                    .stdout(file(&f("monitor.out"))?)
-                    .stderr(file(&f("monitor.err"))?);
-                monitor = Some(Child::spawn(cmd, "the monitor")?);
-            }
-        }
+        monitor = start_monitor(ctx, config, config_name, target, target_pid, &f, &mut r)?;
     }
 
-    let finished = child.wait_for(timeout, ctx.stop);
+    let finished = child.wait_for(cmds.timeout, ctx.stop);
     let wall = t0.elapsed().as_secs_f64();
     let interrupted = (ctx.stop)();
-    let mut monitor_early_exit = None;
-    let mut monitor_cannot = false;
-    if let Some(m) = monitor.as_mut() {
-        if m.poll() {
-            monitor_early_exit = m.exit();
-            // udamon's exit status 3: the machine lacks what the monitor needs.
-            monitor_cannot = m.code() == Some(3) && !config.is_damo();
-        } else {
-            m.signal(libc::SIGINT);
-            if !m.wait_for(MONITOR_GRACE, &|| false) {
-                r.warn(format!(
-                    "the monitor did not end within {} s of SIGINT and was killed",
-                    MONITOR_GRACE.as_secs()
-                ));
-            }
-        }
-        r.monitor_cpu_s = m.cpu_s();
-    }
+    let ended = monitor
+        .as_mut()
+        .map(|m| end_monitor(m, config, &mut r))
+        .unwrap_or_default();
     let samples = sampler.finish();
     let c1 = Counters::read(ctx.root).since(&c0);
-    teardown_now(&mut r);
+    cmds.tear_down(&mut r);
     if interrupted {
         return Ok(Err(Interrupted));
     }
 
     r.runtime_s = Some(wall);
     r.workload_cpu_s = child.cpu_s();
+    take_measurements(&samples, &c1, &mut r);
+    read_outputs(metric.as_ref(), &f, &mut r);
+    judge(&cmds, &child, finished, ended, &mut r);
+    Ok(Ok(r))
+}
+
+/// Starts the monitor beside the run, on the target process (`prec`: on
+/// physical memory); a target that never appeared fails the run instead.
+fn start_monitor(
+    ctx: &Ctx,
+    config: &Config,
+    config_name: &str,
+    target: &Option<String>,
+    target_pid: Option<u32>,
+    f: &dyn Fn(&str) -> PathBuf,
+    r: &mut RunResult,
+) -> Result<Option<Child>, Error> {
+    match target_pid {
+        None if !matches!(config, Config::Prec) => {
+            r.fail(format!(
+                "no process named {:?} appeared within {} s of the run's start",
+                target.as_deref().unwrap_or(""),
+                TARGET_WAIT.as_secs()
+            ));
+            Ok(None)
+        }
+        _ => {
+            let cmd = monitor_command(ctx, config, config_name, target_pid.unwrap_or(0), f)?;
+            let mut cmd = cmd;
+            cmd.stdin(Stdio::null())
+                .stdout(file(&f("monitor.out"))?)
+                .stderr(file(&f("monitor.err"))?);
+            Ok(Some(Child::spawn(cmd, "the monitor")?))
+        }
+    }
+}
+
+/// The measurements taken while the workload ran: its samples (RSS, used
+/// memory, kdamond's CPU time) and the counters' increase.
+fn take_measurements(samples: &Samples, c1: &Counters, r: &mut RunResult) {
     r.rss_avg_kb = samples.rss_avg_kb();
     r.rss_peak_kb = samples.rss_peak_kb();
     r.mem_used_avg_kb = samples.mem_used_avg_kb();
@@ -382,6 +329,161 @@ pub fn run(
     r.pswpout = c1.pswpout;
     r.psi_some_us = c1.psi_some_us;
     r.psi_full_us = c1.psi_full_us;
+}
+
+/// The THP mode a run wants (the `thp` configuration's "always", else the
+/// suite's), switched on until the guard drops; Err says why it cannot be.
+fn set_thp(ctx: &Ctx, config: &Config) -> Result<Option<ThpGuard>, String> {
+    let want = if matches!(config, Config::Thp) {
+        Some("always")
+    } else {
+        ctx.suite.thp.as_deref()
+    };
+    let Some(want) = want else {
+        return Ok(None);
+    };
+    let Some(before) = thp_mode(ctx.thp_path) else {
+        return Err(format!(
+            "THP {want}: cannot read {}: the kernel has no THP",
+            ctx.thp_path.display()
+        ));
+    };
+    if let Err(e) = std::fs::write(ctx.thp_path, want) {
+        return Err(format!(
+            "THP {want}: cannot write {}: {e} (run as root)",
+            ctx.thp_path.display()
+        ));
+    }
+    Ok(Some(ThpGuard {
+        path: ctx.thp_path.to_path_buf(),
+        before,
+    }))
+}
+
+/// `drop_caches = true`: the page cache written back and dropped.
+fn drop_caches(ctx: &Ctx) -> Result<(), String> {
+    // SAFETY: sync(2) has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write(ctx.root.join("proc/sys/vm/drop_caches"), "3").map_err(|e| {
+        format!("drop_caches = true: cannot write /proc/sys/vm/drop_caches: {e} (run as root)")
+    })
+}
+
+/// A workload's shell commands as one run runs them: in the workload's
+/// directory, within its timeout, each writing `runs/ID.EXT` (`f`).
+struct Commands<'a> {
+    cwd: Option<&'a Path>,
+    timeout_s: f64,
+    timeout: Duration,
+    teardown: Option<&'a str>,
+    f: &'a dyn Fn(&str) -> PathBuf,
+}
+
+/// How a set-up command went.
+enum SetUp {
+    Done,
+    /// It failed (the result says why); torn down.
+    Failed,
+    /// The user asked to stop; torn down.
+    Interrupted,
+}
+
+impl Commands<'_> {
+    /// Runs the setup command `s`.
+    fn set_up(&self, ctx: &Ctx, s: &str, r: &mut RunResult) -> Result<SetUp, Error> {
+        let f = self.f;
+        let mut c = Child::spawn(
+            sh(s, self.cwd, &f("setup.out"), &f("setup.err"))?,
+            "the setup command",
+        )?;
+        let done = c.wait_for(self.timeout, ctx.stop);
+        if (ctx.stop)() {
+            self.tear_down(r);
+            return Ok(SetUp::Interrupted);
+        }
+        if !done {
+            r.fail(format!("setup timed out after {} s", self.timeout_s));
+        } else if let Some(e) = c.exit() {
+            r.fail(format!("setup {e}: {}", tail(&f("setup.err"))));
+        }
+        if r.status != "ok" {
+            self.tear_down(r);
+            return Ok(SetUp::Failed);
+        }
+        Ok(SetUp::Done)
+    }
+
+    /// Runs the teardown command, if any; what goes wrong is a warning.
+    fn tear_down(&self, r: &mut RunResult) {
+        let f = self.f;
+        if let Some(t) = self.teardown {
+            let ok = sh(t, self.cwd, &f("teardown.out"), &f("teardown.err"))
+                .and_then(|c| Child::spawn(c, "the teardown command"))
+                .map(|mut c| {
+                    let done = c.wait_for(self.timeout, &|| false);
+                    (done, c.exit())
+                });
+            match ok {
+                Ok((true, None)) => {}
+                Ok((false, _)) => r.warn(format!("teardown timed out after {} s", self.timeout_s)),
+                Ok((true, Some(e))) => {
+                    r.warn(format!("teardown {e}: {}", tail(&f("teardown.err"))))
+                }
+                Err(e) => r.warn(e.to_string()),
+            }
+        }
+    }
+}
+
+/// The process named `name`, waited for until it appears (at most
+/// [`TARGET_WAIT`]), the run ends or the user asks to stop.
+fn find_target(ctx: &Ctx, name: &str, child: &mut Child, t0: Instant) -> Option<u32> {
+    let mut found = None;
+    while found.is_none() && t0.elapsed() < TARGET_WAIT && !child.poll() && !(ctx.stop)() {
+        found = measure::find_by_name(ctx.root, name).first().copied();
+        if found.is_none() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    if found.is_none() {
+        found = measure::find_by_name(ctx.root, name).first().copied();
+    }
+    found
+}
+
+/// How the monitor ended.
+#[derive(Default)]
+struct MonitorEnd {
+    /// How it ended before the run did, if it did and not well.
+    early_exit: Option<String>,
+    /// udamon's exit status 3: the machine lacks what the monitor needs.
+    cannot: bool,
+}
+
+/// Ends the monitor once the run has ended (SIGINT, then a kill after
+/// [`MONITOR_GRACE`]) unless it ended first; its CPU time goes to `r`.
+fn end_monitor(m: &mut Child, config: &Config, r: &mut RunResult) -> MonitorEnd {
+    let mut ended = MonitorEnd::default();
+    if m.poll() {
+        ended.early_exit = m.exit();
+        // udamon's exit status 3: the machine lacks what the monitor needs.
+        ended.cannot = m.code() == Some(3) && !config.is_damo();
+    } else {
+        m.signal(libc::SIGINT);
+        if !m.wait_for(MONITOR_GRACE, &|| false) {
+            r.warn(format!(
+                "the monitor did not end within {} s of SIGINT and was killed",
+                MONITOR_GRACE.as_secs()
+            ));
+        }
+    }
+    r.monitor_cpu_s = m.cpu_s();
+    ended
+}
+
+/// What the run's and the monitor's outputs say: the workload's metric
+/// (its absence fails the run) and the path the monitor took.
+fn read_outputs(metric: Option<&Metric>, f: &dyn Fn(&str) -> PathBuf, r: &mut RunResult) {
     if let Some(m) = metric {
         let out = std::fs::read_to_string(f("out")).unwrap_or_default()
             + "\n"
@@ -399,24 +501,30 @@ pub fn run(
             r.monitor_path = v.get("ops").and_then(|o| o.as_str()).map(str::to_string);
         }
     }
-    if monitor_cannot {
+}
+
+/// The run's verdict: skipped when the machine cannot run the monitor,
+/// failed when the run timed out or failed, or the monitor ended first.
+fn judge(cmds: &Commands, child: &Child, finished: bool, monitor: MonitorEnd, r: &mut RunResult) {
+    let f = cmds.f;
+    if monitor.cannot {
         r.skip(format!(
             "this machine cannot run the monitor: {}",
             tail(&f("monitor.err"))
         ));
     } else if !finished {
         r.fail(format!(
-            "the run did not end within its timeout ({timeout_s} s) and was killed"
+            "the run did not end within its timeout ({} s) and was killed",
+            cmds.timeout_s
         ));
     } else if let Some(e) = child.exit() {
         r.fail(format!("the run {e}: {}", tail(&f("err"))));
-    } else if let Some(e) = monitor_early_exit {
+    } else if let Some(e) = monitor.early_exit {
         r.fail(format!(
             "the monitor {e} before the run ended: {}",
             tail(&f("monitor.err"))
         ));
     }
-    Ok(Ok(r))
 }
 
 fn monitor_command(

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use udamon_core::schemes::Damos;
+use udamon_core::units::{parse_duration_us, Fraction};
 
 use crate::Error;
 
@@ -310,134 +311,9 @@ impl Suite {
             if workloads.iter().any(|x: &Workload| x.name == w.name) {
                 return Err(bad(path, format!("workload {:?} is named twice", w.name)));
             }
-            let kind = match (w.run, w.sim) {
-                (Some(_), Some(_)) => {
-                    return Err(bad(
-                        path,
-                        format!("workload {:?}: give `run` or `sim`, not both", w.name),
-                    ))
-                }
-                (None, None) => {
-                    return Err(bad(
-                        path,
-                        format!(
-                            "workload {:?}: give `run` (a command) or `sim` (a spec file)",
-                            w.name
-                        ),
-                    ))
-                }
-                (None, Some(spec)) => {
-                    let extra = [
-                        ("setup", w.setup.is_some()),
-                        ("teardown", w.teardown.is_some()),
-                        ("target", w.target.is_some()),
-                        ("cwd", w.cwd.is_some()),
-                        ("timeout", w.timeout.is_some()),
-                        ("metric", w.metric.is_some()),
-                    ];
-                    if let Some((k, _)) = extra.iter().find(|(_, set)| *set) {
-                        return Err(bad(
-                            path,
-                            format!(
-                                "workload {:?}: `{k}` is for commands, not simulated workloads",
-                                w.name
-                            ),
-                        ));
-                    }
-                    let duration_us = match &w.duration {
-                        None => None,
-                        Some(t) => Some(udamon_sim::units::parse_duration_us(t).map_err(|e| {
-                            bad(path, format!("workload {:?}: duration {t:?}: {e}", w.name))
-                        })?),
-                    };
-                    Kind::Sim { spec: rel(&spec), duration_us }
-                }
-                (Some(_), None) if w.duration.is_some() => {
-                    return Err(bad(
-                        path,
-                        format!("workload {:?}: `duration` is for simulated workloads; a command runs until it ends (see `timeout`)", w.name),
-                    ))
-                }
-                (Some(run), None) => {
-                    let timeout_s = match &w.timeout {
-                        None => DEFAULT_TIMEOUT_S,
-                        Some(t) => {
-                            udamon_sim::units::parse_duration_us(t).map_err(|e| {
-                                bad(path, format!("workload {:?}: timeout {t:?}: {e}", w.name))
-                            })? as f64
-                                / 1e6
-                        }
-                    };
-                    if timeout_s <= 0.0 {
-                        return Err(bad(
-                            path,
-                            format!("workload {:?}: timeout must be above 0", w.name),
-                        ));
-                    }
-                    let metric = match w.metric {
-                        None => None,
-                        Some(m) => {
-                            let regex = regex::Regex::new(&m.regex).map_err(|e| {
-                                bad(path, format!("workload {:?}: metric regex: {e}", w.name))
-                            })?;
-                            if regex.captures_len() < 2 {
-                                return Err(bad(
-                                    path,
-                                    format!(
-                                        "workload {:?}: metric regex {:?} has no capture group: put the number in ( )",
-                                        w.name, m.regex
-                                    ),
-                                ));
-                            }
-                            Some(Metric {
-                                regex,
-                                name: m.name,
-                                higher_is_better: m.higher_is_better,
-                            })
-                        }
-                    };
-                    if let Some(t) = &w.target {
-                        if t.is_empty() || t.contains('/') {
-                            return Err(bad(
-                                path,
-                                format!("workload {:?}: target {t:?}: give a process name, e.g. \"redis-server\"", w.name),
-                            ));
-                        }
-                    }
-                    Kind::Command {
-                        run,
-                        setup: w.setup,
-                        teardown: w.teardown,
-                        target: w.target,
-                        cwd: w.cwd.map(|c| rel(&c)),
-                        timeout_s,
-                        metric,
-                    }
-                }
-            };
-            workloads.push(Workload { name: w.name, kind });
+            workloads.push(workload(path, w, &rel)?);
         }
-        let mut configs: Vec<(String, Config)> = Vec::new();
-        for name in &f.configs {
-            if configs.iter().any(|(n, _)| n == name) {
-                return Err(bad(path, format!("config {name:?} is listed twice")));
-            }
-            let c = config(path, name, &f.schemes, &rel)?;
-            configs.push((name.clone(), c));
-        }
-        for name in f.schemes.keys() {
-            if matches!(name.as_str(), "orig" | "rec" | "prec" | "thp")
-                || name.starts_with("damo-")
-                || name.starts_with("tuned-")
-            {
-                return Err(bad(
-                    path,
-                    format!(
-                        "[schemes] {name:?}: that name is a built-in configuration; pick another"
-                    ),
-                ));
-            }
-        }
+        let configs = configs(path, &f.configs, &f.schemes, &rel)?;
         let tune = tune_spec(path, f.tune.as_ref())?;
         for (name, c) in &configs {
             if let Config::Tuned { schemes } = c {
@@ -466,6 +342,174 @@ impl Suite {
             workloads,
         })
     }
+}
+
+/// One `[[workload]]`: a command, or a simulated spec.
+fn workload(
+    path: &Path,
+    mut w: WorkloadFile,
+    rel: &dyn Fn(&Path) -> PathBuf,
+) -> Result<Workload, Error> {
+    let kind = match (w.run.take(), w.sim.take()) {
+        (Some(_), Some(_)) => {
+            return Err(bad(
+                path,
+                format!("workload {:?}: give `run` or `sim`, not both", w.name),
+            ))
+        }
+        (None, None) => {
+            return Err(bad(
+                path,
+                format!(
+                    "workload {:?}: give `run` (a command) or `sim` (a spec file)",
+                    w.name
+                ),
+            ))
+        }
+        (None, Some(spec)) => sim_kind(path, &w, &spec, rel)?,
+        (Some(_), None) if w.duration.is_some() => {
+            return Err(bad(
+                path,
+                format!("workload {:?}: `duration` is for simulated workloads; a command runs until it ends (see `timeout`)", w.name),
+            ))
+        }
+        (Some(run), None) => command_kind(path, &mut w, run, rel)?,
+    };
+    Ok(Workload { name: w.name, kind })
+}
+
+/// A simulated workload: its spec (relative to the suite) and duration;
+/// the commands' keys refused.
+fn sim_kind(
+    path: &Path,
+    w: &WorkloadFile,
+    spec: &Path,
+    rel: &dyn Fn(&Path) -> PathBuf,
+) -> Result<Kind, Error> {
+    let extra = [
+        ("setup", w.setup.is_some()),
+        ("teardown", w.teardown.is_some()),
+        ("target", w.target.is_some()),
+        ("cwd", w.cwd.is_some()),
+        ("timeout", w.timeout.is_some()),
+        ("metric", w.metric.is_some()),
+    ];
+    if let Some((k, _)) = extra.iter().find(|(_, set)| *set) {
+        return Err(bad(
+            path,
+            format!(
+                "workload {:?}: `{k}` is for commands, not simulated workloads",
+                w.name
+            ),
+        ));
+    }
+    let duration_us = match &w.duration {
+        None => None,
+        Some(t) => Some(
+            parse_duration_us(t, Fraction::Round)
+                .map_err(|e| bad(path, format!("workload {:?}: duration {t:?}: {e}", w.name)))?,
+        ),
+    };
+    Ok(Kind::Sim {
+        spec: rel(spec),
+        duration_us,
+    })
+}
+
+/// A command workload: its timeout, metric and target checked; its
+/// commands taken from `w`.
+fn command_kind(
+    path: &Path,
+    w: &mut WorkloadFile,
+    run: String,
+    rel: &dyn Fn(&Path) -> PathBuf,
+) -> Result<Kind, Error> {
+    let timeout_s = match &w.timeout {
+        None => DEFAULT_TIMEOUT_S,
+        Some(t) => {
+            parse_duration_us(t, Fraction::Round)
+                .map_err(|e| bad(path, format!("workload {:?}: timeout {t:?}: {e}", w.name)))?
+                as f64
+                / 1e6
+        }
+    };
+    if timeout_s <= 0.0 {
+        return Err(bad(
+            path,
+            format!("workload {:?}: timeout must be above 0", w.name),
+        ));
+    }
+    let metric = match w.metric.take() {
+        None => None,
+        Some(m) => {
+            let regex = regex::Regex::new(&m.regex)
+                .map_err(|e| bad(path, format!("workload {:?}: metric regex: {e}", w.name)))?;
+            if regex.captures_len() < 2 {
+                return Err(bad(
+                    path,
+                    format!(
+                        "workload {:?}: metric regex {:?} has no capture group: put the number in ( )",
+                        w.name, m.regex
+                    ),
+                ));
+            }
+            Some(Metric {
+                regex,
+                name: m.name,
+                higher_is_better: m.higher_is_better,
+            })
+        }
+    };
+    if let Some(t) = &w.target {
+        if t.is_empty() || t.contains('/') {
+            return Err(bad(
+                path,
+                format!(
+                    "workload {:?}: target {t:?}: give a process name, e.g. \"redis-server\"",
+                    w.name
+                ),
+            ));
+        }
+    }
+    Ok(Kind::Command {
+        run,
+        setup: w.setup.take(),
+        teardown: w.teardown.take(),
+        target: w.target.take(),
+        cwd: w.cwd.take().map(|c| rel(&c)),
+        timeout_s,
+        metric,
+    })
+}
+
+/// The configurations `configs` names (`[schemes]` gives scheme files
+/// their names); a name of `[schemes]` may not be a built-in one.
+fn configs(
+    path: &Path,
+    names: &[String],
+    table: &BTreeMap<String, PathBuf>,
+    rel: &dyn Fn(&Path) -> PathBuf,
+) -> Result<Vec<(String, Config)>, Error> {
+    let mut configs: Vec<(String, Config)> = Vec::new();
+    for name in names {
+        if configs.iter().any(|(n, _)| n == name) {
+            return Err(bad(path, format!("config {name:?} is listed twice")));
+        }
+        let c = config(path, name, table, rel)?;
+        configs.push((name.clone(), c));
+    }
+    for name in table.keys() {
+        if matches!(name.as_str(), "orig" | "rec" | "prec" | "thp")
+            || name.starts_with("damo-")
+            || name.starts_with("tuned-")
+        {
+            return Err(bad(
+                path,
+                format!("[schemes] {name:?}: that name is a built-in configuration; pick another"),
+            ));
+        }
+    }
+    Ok(configs)
 }
 
 /// The `[tune]` table, checked, with `udamon tune`'s defaults.

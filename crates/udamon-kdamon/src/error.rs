@@ -50,6 +50,27 @@ pub enum KdamonError {
     NoSnapshots,
 }
 
+impl KdamonError {
+    /// A kdamond that is not ours, or a kernel without the feature: a
+    /// missing capability. A configuration kernel DAMON cannot express:
+    /// bad input. The rest failed while running.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        use udamon_core::ErrorKind as K;
+        match self {
+            KdamonError::Foreign { .. }
+            | KdamonError::Missing { .. }
+            | KdamonError::Unsupported { .. } => K::Capability,
+            KdamonError::NoKernelEquivalent { .. } => K::Usage,
+            KdamonError::Attrs(e) => e.kind(),
+            KdamonError::Write { .. }
+            | KdamonError::Read { .. }
+            | KdamonError::Parse { .. }
+            | KdamonError::NotStarted
+            | KdamonError::NoSnapshots => K::Failure,
+        }
+    }
+}
+
 /// The kernel version or config that provides a sysfs entry, by its name.
 pub fn needs_for_entry(name: &str) -> Option<&'static str> {
     Some(match name {

@@ -4,9 +4,7 @@
 //! writes in the order they must happen: every `nr_*` write comes before
 //! the files of the directories it creates.
 
-use udamon_core::schemes::{
-    Damos, Filter, FilterKind, GoalMetric, GoalTuner, KernelPattern, WatermarkMetric,
-};
+use udamon_core::schemes::{Damos, Filter, FilterKind, GoalMetric, GoalTuner, KernelPattern};
 use udamon_core::Attrs;
 
 use crate::KdamonError;
@@ -54,14 +52,14 @@ pub fn scheme_writes(
     attrs: &Attrs,
     dirs: FilterDirs,
 ) -> Result<Vec<Write>, KdamonError> {
-    if s.action == udamon_core::schemes::Action::Mlock {
+    let Some(action) = s.action.kernel_name() else {
         return Err(KdamonError::NoKernelEquivalent {
-            what: "action mlock".into(),
+            what: format!("action {}", s.action.name()),
             fix: "use it with udamon's own engine (the sim or proc backend)",
         });
-    }
+    };
     let mut out = Vec::new();
-    w(&mut out, "action", s.action.name());
+    w(&mut out, "action", action);
     if let Some(nid) = s.target_nid {
         w(&mut out, "target_nid", nid);
     }
@@ -81,10 +79,11 @@ pub fn scheme_writes(
         q.weights.nr_accesses,
     );
     w(&mut out, "quotas/weights/age_permil", q.weights.age);
-    match q.goal_tuner {
-        GoalTuner::Consist => {}
-        GoalTuner::Temporal => w(&mut out, "quotas/goal_tuner", "temporal"),
-        GoalTuner::Fast => {
+    // The default is not written, so that kernels before 7.1 take it.
+    match (q.goal_tuner, q.goal_tuner.kernel_name()) {
+        (GoalTuner::Consist, _) => {}
+        (_, Some(name)) => w(&mut out, "quotas/goal_tuner", name),
+        (_, None) => {
             return Err(KdamonError::NoKernelEquivalent {
                 what: "quota goal tuner fast".into(),
                 fix: "use consist or temporal (Linux 7.1+) on kernel DAMON; fast is udamon's \
@@ -95,17 +94,11 @@ pub fn scheme_writes(
     if !q.goals.is_empty() {
         w(&mut out, "quotas/goals/nr_goals", q.goals.len());
         for (i, g) in q.goals.iter().enumerate() {
-            let metric = match g.metric {
-                GoalMetric::UserInput => "user_input",
-                GoalMetric::SomeMemPsiUs => "some_mem_psi_us",
-                GoalMetric::NodeMemUsedBp => "node_mem_used_bp",
-                GoalMetric::NodeMemFreeBp => "node_mem_free_bp",
-                GoalMetric::RssBp | GoalMetric::RefaultRate => {
-                    return Err(KdamonError::NoKernelEquivalent {
-                        what: format!("quota goal metric {:?}", g.metric),
-                        fix: "use user_input and feed the value in, or udamon's own engine",
-                    })
-                }
+            let Some(metric) = g.metric.kernel_name() else {
+                return Err(KdamonError::NoKernelEquivalent {
+                    what: format!("quota goal metric {:?}", g.metric),
+                    fix: "use user_input and feed the value in, or udamon's own engine",
+                });
             };
             let d = format!("quotas/goals/{i}");
             w(&mut out, format!("{d}/target_metric"), metric);
@@ -113,21 +106,14 @@ pub fn scheme_writes(
             if g.metric == GoalMetric::UserInput {
                 w(&mut out, format!("{d}/current_value"), g.current_value);
             }
-            if matches!(
-                g.metric,
-                GoalMetric::NodeMemUsedBp | GoalMetric::NodeMemFreeBp
-            ) {
+            if g.metric.is_per_node() {
                 w(&mut out, format!("{d}/nid"), g.nid);
             }
         }
     }
 
     let wm = &s.watermarks;
-    let metric = match wm.metric {
-        WatermarkMetric::None => "none",
-        WatermarkMetric::FreeMemRate => "free_mem_rate",
-    };
-    w(&mut out, "watermarks/metric", metric);
+    w(&mut out, "watermarks/metric", wm.metric.name());
     w(&mut out, "watermarks/interval_us", wm.interval_us);
     w(&mut out, "watermarks/high", wm.high);
     w(&mut out, "watermarks/mid", wm.mid);
@@ -167,17 +153,7 @@ fn yn(b: bool) -> &'static str {
 }
 
 fn filter_writes(out: &mut Vec<Write>, d: &str, f: &Filter) {
-    let ty = match &f.kind {
-        FilterKind::Addr { .. } => "addr",
-        FilterKind::Target { .. } => "target",
-        FilterKind::Anon => "anon",
-        FilterKind::Young => "young",
-        FilterKind::Memcg { .. } => "memcg",
-        FilterKind::HugepageSize { .. } => "hugepage_size",
-        FilterKind::Unmapped => "unmapped",
-        FilterKind::Active => "active",
-    };
-    w(out, format!("{d}/type"), ty);
+    w(out, format!("{d}/type"), f.kind.filter_type().name());
     match &f.kind {
         FilterKind::Addr { start, end } => {
             w(out, format!("{d}/addr_start"), start);

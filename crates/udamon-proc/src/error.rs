@@ -42,6 +42,22 @@ pub enum ProcError {
 }
 
 impl ProcError {
+    /// A kernel without the primitive, or a permission udamon lacks: a
+    /// missing capability. A process that is not there: bad input (the
+    /// pid given). The rest failed while running.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        use udamon_core::ErrorKind as K;
+        match self {
+            ProcError::Missing { .. } | ProcError::PfnHidden { .. } | ProcError::Denied { .. } => {
+                K::Capability
+            }
+            ProcError::Gone { .. } => K::Usage,
+            ProcError::BadMaps { .. } | ProcError::Action { .. } | ProcError::Io { .. } => {
+                K::Failure
+            }
+        }
+    }
+
     /// Classifies an I/O error on `path`: permission errors become
     /// [`ProcError::Denied`], the rest [`ProcError::Io`].
     pub(crate) fn io(op: &'static str, path: &std::path::Path, source: io::Error) -> Self {

@@ -276,6 +276,17 @@ pub enum Error {
     InvalidEntry(String),
 }
 
+impl Error {
+    /// Reading or writing failed: a runtime failure. Anything else is what
+    /// the file (or the caller's snapshot) holds: bad input.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        match self {
+            Error::Io { .. } | Error::Write(_) => udamon_core::ErrorKind::Failure,
+            _ => udamon_core::ErrorKind::Usage,
+        }
+    }
+}
+
 /// Bytes as printable ASCII with escapes, quoted.
 pub(crate) fn escape(b: &[u8]) -> String {
     format!("\"{}\"", b.escape_ascii())

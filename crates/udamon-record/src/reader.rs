@@ -274,6 +274,172 @@ impl Scan<'_> {
         }
         Ok(None)
     }
+
+    /// Scans the frames from `data_start` to the end, checking each; a
+    /// damaged stretch is noted and skipped to the next intact frame. The
+    /// index frame (at `index_at`) is left out.
+    fn frames(&mut self, data_start: u64, index_at: Option<u64>) -> Result<Scanned, Error> {
+        let n = self.len;
+        let mut frames: Vec<FrameInfo> = Vec::new();
+        let mut metas = Vec::new();
+        let mut damage = Vec::new();
+        let mut snapshots_ok = 0u64;
+        let mut off = data_start;
+        while off < n {
+            let i = frames.len();
+            let h = match self.check(off, i)? {
+                Check::Good(h) => h,
+                Check::Bad { reason, header } => {
+                    let (d, next) = self.damage(off, i, reason, header, &frames, snapshots_ok)?;
+                    damage.push(d);
+                    match next {
+                        Some((at, h)) => {
+                            off = at;
+                            h
+                        }
+                        None => break,
+                    }
+                }
+            };
+            let start = off + FRAME_HEADER_LEN as u64;
+            // The index frame (whose trailer points at it) holds no entry
+            // for reports.
+            if index_at == Some(off) && start + u64::from(h.payload_len) == n {
+                break;
+            }
+            frames.push(frame_info(off, &h));
+            metas.push((start, h));
+            snapshots_ok += u64::from(h.nr_snapshots);
+            off = start + u64::from(h.payload_len);
+        }
+        Ok(Scanned {
+            frames,
+            metas,
+            damage,
+        })
+    }
+
+    /// The damage found at `off` (frame `i`, after `frames`, with
+    /// `snapshots_ok` snapshots before it) up to the next intact frame,
+    /// which is returned with it.
+    fn damage(
+        &mut self,
+        off: u64,
+        i: usize,
+        reason: String,
+        header: Option<FrameHeader>,
+        frames: &[FrameInfo],
+        snapshots_ok: u64,
+    ) -> Result<(Damage, Option<(u64, FrameHeader)>), Error> {
+        let next = self.next_frame(off + 1, i)?;
+        let end = next.map_or(self.len, |(at, _)| at);
+        // Exact when the damage is one frame whose header is
+        // intact; else estimated from the time it spans.
+        let (snapshots_lost, lost_exact) = match (header, next) {
+            (Some(h), _)
+                if next.is_none()
+                    || off + FRAME_HEADER_LEN as u64 + u64::from(h.payload_len) == end =>
+            {
+                (Some(u64::from(h.nr_snapshots)), true)
+            }
+            (_, Some((_, nh))) => {
+                let before = frames.iter().rev().find(|f| f.nr_snapshots > 0);
+                let est = match before {
+                    Some(b) if nh.nr_snapshots > 0 && nh.first_start_us > b.last_end_us => {
+                        let window =
+                            (b.last_end_us - b.first_start_us) / u64::from(b.nr_snapshots.max(1));
+                        (window > 0).then(|| (nh.first_start_us - b.last_end_us) / window)
+                    }
+                    _ => None,
+                };
+                (est, false)
+            }
+            _ => (None, false),
+        };
+        let d = Damage {
+            offset: off,
+            len: end - off,
+            reason,
+            frames_ok: i,
+            snapshots_ok,
+            snapshots_lost,
+            lost_exact,
+            resumes_at: next.map(|(at, _)| at),
+        };
+        Ok((d, next))
+    }
+}
+
+/// Reads and checks the record's preamble (magic number, format version,
+/// header length and checksum) and its JSON header; returns the header and
+/// its length.
+fn read_header(
+    source: &Source,
+    n: u64,
+    name: &str,
+    scratch: &mut Vec<u8>,
+) -> Result<(Header, u64), Error> {
+    let bytes = source
+        .read(0, n.min(PREAMBLE_LEN as u64) as usize, scratch)?
+        .to_vec();
+    let n_pre = bytes.len();
+    if n_pre < MAGIC.len() {
+        if MAGIC.starts_with(&bytes) {
+            return Err(Error::Header(format!(
+                "{name} ends inside the magic number, after {n_pre} of 8 bytes; it holds no data"
+            )));
+        }
+        return Err(Error::NotARecord {
+            path: name.to_string(),
+            found: escape(&bytes),
+        });
+    }
+    if &bytes[..8] != MAGIC {
+        return Err(Error::NotARecord {
+            path: name.to_string(),
+            found: escape(&bytes[..8]),
+        });
+    }
+    if n_pre < 10 {
+        return Err(Error::Header(format!(
+            "{name} ends inside the format version, after {n_pre} bytes; it holds no data"
+        )));
+    }
+    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+    if version != VERSION {
+        return Err(Error::UnsupportedVersion(version));
+    }
+    if n_pre < PREAMBLE_LEN {
+        return Err(Error::Header(format!(
+            "{name} ends inside the header length and checksum, after {n_pre} of {PREAMBLE_LEN} bytes; it holds no data"
+        )));
+    }
+    let len = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as u64;
+    let stored = u32::from_le_bytes(bytes[14..18].try_into().unwrap());
+    let rem = n - PREAMBLE_LEN as u64;
+    if len > rem {
+        return Err(Error::Header(format!(
+            "{name}: the header declares {len} bytes but only {rem} remain; the record was cut before its first frame"
+        )));
+    }
+    let json = source.read(PREAMBLE_LEN as u64, len as usize, scratch)?;
+    let computed = crc32fast::hash(json);
+    if stored != computed {
+        return Err(Error::Header(format!(
+            "{name}: header checksum mismatch (crc32 {stored:08x} stored, {computed:08x} computed)"
+        )));
+    }
+    let mut header: Header = serde_json::from_slice(json)
+        .map_err(|e| Error::Header(format!("{name}: the header JSON is invalid: {e}")))?;
+    header.version = version;
+    Ok((header, len))
+}
+
+/// The frames a scan found, and the damage between them.
+struct Scanned {
+    frames: Vec<FrameInfo>,
+    metas: Vec<(u64, FrameHeader)>,
+    damage: Vec<Damage>,
 }
 
 impl Reader {
@@ -322,59 +488,7 @@ impl Reader {
 
     fn parse(source: Source, n: u64, name: &str, use_index: bool) -> Result<Reader, Error> {
         let mut scratch = Vec::new();
-        let bytes = source
-            .read(0, n.min(PREAMBLE_LEN as u64) as usize, &mut scratch)?
-            .to_vec();
-        let n_pre = bytes.len();
-        if n_pre < MAGIC.len() {
-            if MAGIC.starts_with(&bytes) {
-                return Err(Error::Header(format!(
-                    "{name} ends inside the magic number, after {n_pre} of 8 bytes; it holds no data"
-                )));
-            }
-            return Err(Error::NotARecord {
-                path: name.to_string(),
-                found: escape(&bytes),
-            });
-        }
-        if &bytes[..8] != MAGIC {
-            return Err(Error::NotARecord {
-                path: name.to_string(),
-                found: escape(&bytes[..8]),
-            });
-        }
-        if n_pre < 10 {
-            return Err(Error::Header(format!(
-                "{name} ends inside the format version, after {n_pre} bytes; it holds no data"
-            )));
-        }
-        let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-        if version != VERSION {
-            return Err(Error::UnsupportedVersion(version));
-        }
-        if n_pre < PREAMBLE_LEN {
-            return Err(Error::Header(format!(
-                "{name} ends inside the header length and checksum, after {n_pre} of {PREAMBLE_LEN} bytes; it holds no data"
-            )));
-        }
-        let len = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as u64;
-        let stored = u32::from_le_bytes(bytes[14..18].try_into().unwrap());
-        let rem = n - PREAMBLE_LEN as u64;
-        if len > rem {
-            return Err(Error::Header(format!(
-                "{name}: the header declares {len} bytes but only {rem} remain; the record was cut before its first frame"
-            )));
-        }
-        let json = source.read(PREAMBLE_LEN as u64, len as usize, &mut scratch)?;
-        let computed = crc32fast::hash(json);
-        if stored != computed {
-            return Err(Error::Header(format!(
-                "{name}: header checksum mismatch (crc32 {stored:08x} stored, {computed:08x} computed)"
-            )));
-        }
-        let mut header: Header = serde_json::from_slice(json)
-            .map_err(|e| Error::Header(format!("{name}: the header JSON is invalid: {e}")))?;
-        header.version = version;
+        let (header, len) = read_header(&source, n, name, &mut scratch)?;
 
         let mut scan = Scan {
             source: &source,
@@ -405,75 +519,11 @@ impl Reader {
                 });
             }
         }
-        let mut frames: Vec<FrameInfo> = Vec::new();
-        let mut metas = Vec::new();
-        let mut damage = Vec::new();
-        let mut snapshots_ok = 0u64;
-        let mut off = data_start;
-        while off < n {
-            let i = frames.len();
-            let h = match scan.check(off, i)? {
-                Check::Good(h) => h,
-                Check::Bad { reason, header } => {
-                    let next = scan.next_frame(off + 1, i)?;
-                    let end = next.map_or(n, |(at, _)| at);
-                    // Exact when the damage is one frame whose header is
-                    // intact; else estimated from the time it spans.
-                    let (snapshots_lost, lost_exact) = match (header, next) {
-                        (Some(h), _)
-                            if next.is_none()
-                                || off + FRAME_HEADER_LEN as u64 + u64::from(h.payload_len)
-                                    == end =>
-                        {
-                            (Some(u64::from(h.nr_snapshots)), true)
-                        }
-                        (_, Some((_, nh))) => {
-                            let before = frames.iter().rev().find(|f| f.nr_snapshots > 0);
-                            let est = match before {
-                                Some(b)
-                                    if nh.nr_snapshots > 0 && nh.first_start_us > b.last_end_us =>
-                                {
-                                    let window = (b.last_end_us - b.first_start_us)
-                                        / u64::from(b.nr_snapshots.max(1));
-                                    (window > 0)
-                                        .then(|| (nh.first_start_us - b.last_end_us) / window)
-                                }
-                                _ => None,
-                            };
-                            (est, false)
-                        }
-                        _ => (None, false),
-                    };
-                    damage.push(Damage {
-                        offset: off,
-                        len: end - off,
-                        reason,
-                        frames_ok: i,
-                        snapshots_ok,
-                        snapshots_lost,
-                        lost_exact,
-                        resumes_at: next.map(|(at, _)| at),
-                    });
-                    match next {
-                        Some((at, h)) => {
-                            off = at;
-                            h
-                        }
-                        None => break,
-                    }
-                }
-            };
-            let start = off + FRAME_HEADER_LEN as u64;
-            // The index frame (whose trailer points at it) holds no entry
-            // for reports.
-            if index_at == Some(off) && start + u64::from(h.payload_len) == n {
-                break;
-            }
-            frames.push(frame_info(off, &h));
-            metas.push((start, h));
-            snapshots_ok += u64::from(h.nr_snapshots);
-            off = start + u64::from(h.payload_len);
-        }
+        let Scanned {
+            frames,
+            metas,
+            damage,
+        } = scan.frames(data_start, index_at)?;
         drop(scan);
         Ok(Reader {
             source,

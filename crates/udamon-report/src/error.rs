@@ -33,3 +33,19 @@ pub enum Error {
     #[error("drawing the image: {0}")]
     Plot(String),
 }
+
+impl Error {
+    /// What the user asked of the record is bad input; reading it and
+    /// writing the output are runtime failures.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        match self {
+            Error::Record(e) => e.kind(),
+            Error::Io(_) | Error::Plot(_) | Error::Source(_) => udamon_core::ErrorKind::Failure,
+            Error::NoSnapshots
+            | Error::NoSnapshotAt(_)
+            | Error::NoTarget(_)
+            | Error::EmptyAddressRange { .. }
+            | Error::InvalidOption(_) => udamon_core::ErrorKind::Usage,
+        }
+    }
+}

@@ -1,21 +1,8 @@
 //! Human-readable sizes, durations and addresses.
 
-/// Formats a byte count with binary units: `"512 B"`, `"4.0 KiB"`,
-/// `"64.0 MiB"`, `"1.5 GiB"`, up to EiB, one decimal above bytes.
-pub fn fmt_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut v = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    // Switch unit before rounding would print "1024.0".
-    while v >= 1023.95 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
-}
+/// Byte counts for people (`"512 B"`, `"4.0 KiB"`, `"1.5 GiB"`): the
+/// core's, which the command line, the session and the service print too.
+pub use udamon_core::units::fmt_bytes;
 
 /// Formats a duration given in microseconds: `"250 us"`, `"12.5 ms"`,
 /// `"3.20 s"`, `"125.0 s"`.
@@ -45,22 +32,6 @@ pub(crate) fn secs(us: f64, decimals: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bytes_table() {
-        for (v, want) in [
-            (0, "0 B"),
-            (1023, "1023 B"),
-            (1024, "1.0 KiB"),
-            (1536, "1.5 KiB"),
-            (64 << 20, "64.0 MiB"),
-            ((1 << 30) - 1, "1.0 GiB"),
-            (3 << 39, "1.5 TiB"),
-            (u64::MAX, "16.0 EiB"),
-        ] {
-            assert_eq!(fmt_bytes(v), want, "{v}");
-        }
-    }
 
     #[test]
     fn us_table() {

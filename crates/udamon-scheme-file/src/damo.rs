@@ -10,8 +10,8 @@
 //! an error naming the key.
 
 use udamon_core::schemes::{
-    AccessPattern, Action, Damos, Filter, FilterKind, GoalMetric, Quota, QuotaGoal, QuotaWeights,
-    Watermarks,
+    AccessPattern, Action, Damos, Filter, FilterKind, FilterType, GoalMetric, Quota, QuotaGoal,
+    QuotaWeights, Watermarks,
 };
 
 use crate::error::{quote, ParseError};
@@ -525,19 +525,19 @@ fn watermarks(r: &Reader, n: &Node) -> Result<Watermarks, ParseError> {
 fn filter(r: &Reader, n: &Node) -> Result<Filter, ParseError> {
     keys(r, n, FILTER_KEYS, "filter")?;
     let ty = r.require(n, &["filter_type", "type"], "filter")?;
-    let kind_name = r.scalar(ty, st::filter_type)?;
-    let what = format!("{kind_name} filter");
+    let kind = r.scalar(ty, st::filter_type)?;
+    let what = format!("{} filter", kind.name());
     // damo writes every key, null where it does not apply: read only the
     // ones of this type
-    let kind = match kind_name {
-        "addr" => {
+    let kind = match kind {
+        FilterType::Addr => {
             let range = r.require(n, &["address_range"], &what)?;
             keys(r, range, &["start", "end"], "address_range")?;
             let start = r.require(range, &["start"], "address_range")?;
             let end = r.require(range, &["end"], "address_range")?;
             r.addr_range(start, end)?
         }
-        "target" => {
+        FilterType::Target => {
             let idx = r.require(n, &["damon_target_idx"], &what)?;
             FilterKind::Target {
                 idx: r.scalar(idx, |t| {
@@ -545,10 +545,10 @@ fn filter(r: &Reader, n: &Node) -> Result<Filter, ParseError> {
                 })? as u32,
             }
         }
-        "memcg" => FilterKind::Memcg {
+        FilterType::Memcg => FilterKind::Memcg {
             path: r.memcg_path(r.require(n, &["memcg_path"], &what)?)?,
         },
-        "hugepage_size" => match n.get(&["hugepage_size"]).map(|h| (h, &h.v)) {
+        FilterType::HugepageSize => match n.get(&["hugepage_size"]).map(|h| (h, &h.v)) {
             Some((_, V::Arr(items))) if items.len() == 2 => {
                 r.hugepage_range(n, Some(&items[0]), Some(&items[1]))?
             }

@@ -4,11 +4,20 @@
 use std::fmt::Write as _;
 
 use udamon_core::schemes::{
-    AccessPattern, Damos, FilterKind, GoalMetric, GoalTuner, Quota, QuotaWeights, WatermarkMetric,
-    Watermarks,
+    AccessPattern, Damos, FilterKind, GoalTuner, Quota, QuotaWeights, WatermarkMetric, Watermarks,
 };
+use udamon_core::units::{fmt_size, fmt_time, fmt_time_us, human_size, Human, TimeUnit};
 
-use crate::units::{fmt_percent, fmt_size, fmt_time_ms, fmt_time_us, human_size};
+use crate::units::fmt_percent;
+
+/// A size in a description: `4.0 KiB`, `128 MiB`.
+fn short_size(v: u64) -> String {
+    human_size(v.into(), Human::Short)
+}
+
+fn fmt_time_ms(ms: u64) -> String {
+    fmt_time(ms, TimeUnit::Ms)
+}
 
 /// A value of the normalised form.
 enum E {
@@ -85,21 +94,6 @@ fn pattern(p: &AccessPattern) -> E {
     ])
 }
 
-fn metric_name(m: GoalMetric) -> &'static str {
-    match m {
-        GoalMetric::UserInput => "user_input",
-        GoalMetric::SomeMemPsiUs => "some_mem_psi_us",
-        GoalMetric::NodeMemUsedBp => "node_mem_used_bp",
-        GoalMetric::NodeMemFreeBp => "node_mem_free_bp",
-        GoalMetric::RssBp => "rss_bp",
-        GoalMetric::RefaultRate => "refault_rate",
-    }
-}
-
-fn is_node_metric(m: GoalMetric) -> bool {
-    matches!(m, GoalMetric::NodeMemUsedBp | GoalMetric::NodeMemFreeBp)
-}
-
 fn quota(q: &Quota) -> Option<(Table, Vec<Table>)> {
     if *q == Quota::default() {
         return None;
@@ -133,20 +127,20 @@ fn quota(q: &Quota) -> Option<(Table, Vec<Table>)> {
         ));
     }
     if q.goal_tuner != GoalTuner::default() {
-        t.push(("goal_tuner", s(tuner_name(q.goal_tuner))));
+        t.push(("goal_tuner", s(q.goal_tuner.name())));
     }
     let goals = q
         .goals
         .iter()
         .map(|g| {
             let mut gt: Table = vec![
-                ("metric", s(metric_name(g.metric))),
+                ("metric", s(g.metric.name())),
                 ("target", E::Int(g.target_value)),
             ];
             if g.current_value != 0 {
                 gt.push(("current", E::Int(g.current_value)));
             }
-            if g.nid != 0 || is_node_metric(g.metric) {
+            if g.nid != 0 || g.metric.is_per_node() {
                 gt.push(("nid", E::Int(g.nid.into())));
             }
             gt
@@ -155,26 +149,11 @@ fn quota(q: &Quota) -> Option<(Table, Vec<Table>)> {
     Some((t, goals))
 }
 
-fn tuner_name(t: GoalTuner) -> &'static str {
-    match t {
-        GoalTuner::Consist => "consist",
-        GoalTuner::Temporal => "temporal",
-        GoalTuner::Fast => "fast",
-    }
-}
-
-fn wmark_name(m: WatermarkMetric) -> &'static str {
-    match m {
-        WatermarkMetric::None => "none",
-        WatermarkMetric::FreeMemRate => "free_mem_rate",
-    }
-}
-
 fn watermarks(w: &Watermarks) -> Option<Table> {
     if *w == Watermarks::default() {
         return None;
     }
-    let mut t: Table = vec![("metric", s(wmark_name(w.metric)))];
+    let mut t: Table = vec![("metric", s(w.metric.name()))];
     if w.interval_us != 0 {
         t.push(("interval", bound_time_us(w.interval_us, false)));
     }
@@ -184,19 +163,6 @@ fn watermarks(w: &Watermarks) -> Option<Table> {
         ("low", E::Int(w.low.into())),
     ]);
     Some(t)
-}
-
-fn filter_type_name(k: &FilterKind) -> &'static str {
-    match k {
-        FilterKind::Addr { .. } => "addr",
-        FilterKind::Target { .. } => "target",
-        FilterKind::Anon => "anon",
-        FilterKind::Young => "young",
-        FilterKind::Memcg { .. } => "memcg",
-        FilterKind::HugepageSize { .. } => "hugepage_size",
-        FilterKind::Unmapped => "unmapped",
-        FilterKind::Active => "active",
-    }
 }
 
 fn out(d: &Damos) -> Out {
@@ -214,7 +180,7 @@ fn out(d: &Damos) -> Out {
         .filters
         .iter()
         .map(|f| {
-            let mut t: Table = vec![("type", s(filter_type_name(&f.kind)))];
+            let mut t: Table = vec![("type", s(f.kind.filter_type().name()))];
             match &f.kind {
                 FilterKind::Addr { start, end } => {
                     t.push(("start", s(format!("{start:#x}"))));
@@ -381,7 +347,7 @@ fn span(lo: u64, hi: u64, bottom: u64, top: u64, f: impl Fn(u64) -> String) -> O
 pub(crate) fn describe(d: &Damos) -> String {
     let p = &d.pattern;
     let mut o = format!("{} regions of ", d.action.name());
-    match span(p.min_sz, p.max_sz, 0, u64::MAX, human_size) {
+    match span(p.min_sz, p.max_sz, 0, u64::MAX, short_size) {
         Some(sz) => o.push_str(&sz),
         None => o.push_str("any size"),
     }
@@ -428,7 +394,7 @@ pub(crate) fn describe(d: &Damos) -> String {
             parts.push(if q.sz == u64::MAX {
                 "unlimited size".into()
             } else {
-                human_size(q.sz)
+                short_size(q.sz)
             });
         }
         let mut quota = parts.join(", ");
@@ -439,13 +405,13 @@ pub(crate) fn describe(d: &Damos) -> String {
             if !quota.is_empty() {
                 quota.push_str(", ");
             }
-            let _ = write!(quota, "goal {} {}", metric_name(g.metric), g.target_value);
-            if is_node_metric(g.metric) {
+            let _ = write!(quota, "goal {} {}", g.metric.name(), g.target_value);
+            if g.metric.is_per_node() {
                 let _ = write!(quota, " on node {}", g.nid);
             }
         }
         if q.goal_tuner != GoalTuner::default() {
-            let _ = write!(quota, ", {} tuner", tuner_name(q.goal_tuner));
+            let _ = write!(quota, ", {} tuner", q.goal_tuner.name());
         }
         let _ = write!(o, " (quota {quota})");
     }
@@ -454,7 +420,7 @@ pub(crate) fn describe(d: &Damos) -> String {
         let _ = write!(
             o,
             " (while {} {}/{}/{} per-mille)",
-            wmark_name(w.metric),
+            w.metric.name(),
             w.high,
             w.mid,
             w.low
@@ -469,13 +435,13 @@ pub(crate) fn describe(d: &Damos) -> String {
                 if !f.matching {
                     words.push("none".into());
                 }
-                words.push(filter_type_name(&f.kind).into());
+                words.push(f.kind.filter_type().name().into());
                 match &f.kind {
                     FilterKind::Addr { start, end } => words.push(format!("{start:#x}-{end:#x}")),
                     FilterKind::Target { idx } => words.push(idx.to_string()),
                     FilterKind::Memcg { path } => words.push(path.escape_debug().to_string()),
                     FilterKind::HugepageSize { min, max } => {
-                        words.push(format!("{}..{}", human_size(*min), human_size(*max)))
+                        words.push(format!("{}..{}", short_size(*min), short_size(*max)))
                     }
                     _ => {}
                 }

@@ -21,6 +21,14 @@ pub struct ParseError {
     pub msg: String,
 }
 
+impl ParseError {
+    /// A scheme file is the user's input: always bad input (also when it
+    /// cannot be read: the path given is wrong).
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        udamon_core::ErrorKind::Usage
+    }
+}
+
 fn position(line: &usize, column: &usize) -> String {
     if *line == 0 {
         String::new()

@@ -3,9 +3,13 @@
 //! JSON. The callers add the position and the token.
 
 use udamon_core::schemes::{AccessPattern, Action};
+pub(crate) use udamon_core::units::TimeUnit;
+use udamon_core::units::{
+    fmt_size, fmt_time_us, parse_duration, parse_number, parse_size, Fraction, UnitErrorKind,
+};
 
 use crate::error::quote;
-use crate::units::{self, Side, UnitError, FREQ_EXPECTED, SIZE_EXPECTED, TIME_EXPECTED};
+use crate::units::{self, RatioError, Side, FREQ_EXPECTED, SIZE_EXPECTED, TIME_EXPECTED};
 
 /// What is wrong with one value, before it is placed in the file.
 #[derive(Debug)]
@@ -34,27 +38,27 @@ pub(crate) fn action(tok: &str) -> Result<Action, Problem> {
         Some(rest) => (true, rest),
         None => (false, word.as_str()),
     };
-    let a = match name {
-        "willneed" => Action::Willneed,
-        "cold" => Action::Cold,
-        "pageout" | "page_out" => Action::Pageout,
-        "hugepage" | "thp" => Action::Hugepage,
-        "nohugepage" | "nothp" => Action::Nohugepage,
-        "collapse" => Action::Collapse,
-        "lru_prio" if !madv => Action::LruPrio,
-        "lru_deprio" if !madv => Action::LruDeprio,
-        "migrate_hot" if !madv => Action::MigrateHot,
-        "migrate_cold" if !madv => Action::MigrateCold,
-        "stat" if !madv => Action::Stat,
-        "mlock" if !madv => Action::Mlock,
-        _ => {
-            return Err(Problem::new(
-                format!("unknown action {}", quote(tok)),
-                ACTION_EXPECTED,
-            ))
-        }
+    let name = match name {
+        "page_out" => "pageout",
+        "thp" => "hugepage",
+        "nothp" => "nohugepage",
+        n => n,
     };
-    Ok(a)
+    // `madv_` only before madvise(2)'s advice.
+    let advice = |a: Action| {
+        use Action::*;
+        matches!(
+            a,
+            Willneed | Cold | Pageout | Hugepage | Nohugepage | Collapse
+        )
+    };
+    match Action::from_name(name) {
+        Some(a) if !madv || advice(a) => Ok(a),
+        _ => Err(Problem::new(
+            format!("unknown action {}", quote(tok)),
+            ACTION_EXPECTED,
+        )),
+    }
 }
 
 /// A region size bound (or any other size: `side` None).
@@ -73,12 +77,17 @@ pub(crate) fn size_with(
     if let Some(high) = units::placeholder(tok, side) {
         return Ok(if high { u64::MAX } else { 0 });
     }
-    units::parse_size_with(tok, floor).map_err(|e| match e {
-        UnitError::NotWhole => Problem::new(
+    let fraction = if floor {
+        Fraction::Floor
+    } else {
+        Fraction::Refuse
+    };
+    parse_size(tok, fraction).map_err(|e| match e.kind {
+        UnitErrorKind::NotWhole => Problem::new(
             format!("{what} {} is not a whole number of bytes", quote(tok)),
             "a size like 4K, 1.5M or 4096",
         ),
-        UnitError::TooLarge => Problem::new(
+        UnitErrorKind::TooLarge => Problem::new(
             format!("{what} {} is too large", quote(tok)),
             "at most 16 EiB minus one byte, or max",
         ),
@@ -92,38 +101,16 @@ pub(crate) fn freq(tok: &str, side: Option<Side>) -> Result<u32, Problem> {
         return Ok(if high { 10_000 } else { 0 });
     }
     units::parse_percent_bp(tok).map_err(|e| match e {
-        UnitError::TooFine => Problem::new(
+        RatioError::TooFine => Problem::new(
             format!("frequency {} is finer than 0.01%", quote(tok)),
             "a percentage with at most two decimals",
         ),
-        UnitError::Above100 | UnitError::TooLarge => Problem::new(
+        RatioError::Above100 | RatioError::TooLarge => Problem::new(
             format!("frequency {} is above 100%", quote(tok)),
             "0 to 100 percent",
         ),
         _ => Problem::new(format!("bad frequency {}", quote(tok)), FREQ_EXPECTED),
     })
-}
-
-/// The unit a time field is kept in.
-#[derive(Clone, Copy)]
-pub(crate) enum TimeUnit {
-    Us,
-    Ms,
-}
-
-impl TimeUnit {
-    fn ns(self) -> u128 {
-        match self {
-            TimeUnit::Us => units::NS_PER_US,
-            TimeUnit::Ms => units::NS_PER_MS,
-        }
-    }
-    fn name(self) -> &'static str {
-        match self {
-            TimeUnit::Us => "microseconds",
-            TimeUnit::Ms => "milliseconds",
-        }
-    }
 }
 
 /// A time in `unit`; a bare number counts in that unit too.
@@ -136,30 +123,32 @@ pub(crate) fn time(
     if let Some(high) = units::placeholder(tok, side) {
         return Ok(if high { u64::MAX } else { 0 });
     }
-    units::parse_time_ns(tok, unit.ns())
-        .and_then(|ns| units::ns_to(ns, unit.ns()))
-        .map_err(|e| match e {
-            UnitError::NotWhole => Problem::new(
-                format!(
-                    "{what} {} is not a whole number of {}",
-                    quote(tok),
-                    unit.name()
-                ),
-                TIME_EXPECTED,
+    parse_duration(tok, unit, Some(unit), Fraction::Refuse).map_err(|e| match e.kind {
+        UnitErrorKind::NotWhole => Problem::new(
+            format!(
+                "{what} {} is not a whole number of {}",
+                quote(tok),
+                unit.plural()
             ),
-            UnitError::TooLarge => Problem::new(
-                format!("{what} {} is too large", quote(tok)),
-                "a shorter time, or max",
-            ),
-            _ => Problem::new(format!("bad {what} {}", quote(tok)), TIME_EXPECTED),
-        })
+            TIME_EXPECTED,
+        ),
+        UnitErrorKind::TooLarge => Problem::new(
+            format!("{what} {} is too large", quote(tok)),
+            "a shorter time, or max",
+        ),
+        _ => Problem::new(format!("bad {what} {}", quote(tok)), TIME_EXPECTED),
+    })
 }
 
 /// A whole number that fits `max`.
 pub(crate) fn uint(tok: &str, what: &str, max: u64) -> Result<u64, Problem> {
-    match units::parse_uint(tok) {
+    match parse_number(tok, Fraction::Refuse) {
         Ok(v) if v <= max => Ok(v),
-        Ok(_) | Err(UnitError::TooLarge) => Err(Problem::new(
+        Ok(_) => Err(Problem::new(
+            format!("{what} {} is too large", quote(tok)),
+            format!("at most {max}"),
+        )),
+        Err(e) if e.kind == UnitErrorKind::TooLarge => Err(Problem::new(
             format!("{what} {} is too large", quote(tok)),
             format!("at most {max}"),
         )),
@@ -180,11 +169,11 @@ pub(crate) fn ratio(tok: &str, what: &str, per: u128, max: u64) -> Result<u64, P
     };
     match units::parse_ratio(tok, per) {
         Ok(v) if v <= max => Ok(v),
-        Ok(_) | Err(UnitError::TooLarge) => Err(Problem::new(
+        Ok(_) | Err(RatioError::TooLarge) => Err(Problem::new(
             format!("{what} {} is too large", quote(tok)),
             format!("at most {max}"),
         )),
-        Err(UnitError::TooFine) => Err(Problem::new(
+        Err(RatioError::TooFine) => Err(Problem::new(
             format!("{what} {} is finer than the unit", quote(tok)),
             expected,
         )),
@@ -205,12 +194,7 @@ pub(crate) fn check_pattern(p: &AccessPattern) -> Result<(), (usize, Problem)> {
         ))
     };
     if p.min_sz > p.max_sz {
-        return bad(
-            0,
-            "size",
-            units::fmt_size(p.min_sz),
-            units::fmt_size(p.max_sz),
-        );
+        return bad(0, "size", fmt_size(p.min_sz), fmt_size(p.max_sz));
     }
     if p.min_freq_bp > p.max_freq_bp {
         return bad(
@@ -224,8 +208,8 @@ pub(crate) fn check_pattern(p: &AccessPattern) -> Result<(), (usize, Problem)> {
         return bad(
             2,
             "age",
-            units::fmt_time_us(p.min_age_us),
-            units::fmt_time_us(p.max_age_us),
+            fmt_time_us(p.min_age_us),
+            fmt_time_us(p.max_age_us),
         );
     }
     Ok(())
@@ -266,5 +250,7 @@ mod tests {
         for s in ["madv_stat", "madv_mlock", "pagout", "", "na"] {
             assert!(action(s).is_err(), "{s}");
         }
+        let names: Vec<&str> = Action::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(ACTION_EXPECTED, format!("one of {}", names.join(", ")));
     }
 }

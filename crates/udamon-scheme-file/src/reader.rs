@@ -4,7 +4,10 @@
 //! metrics, goal tuners). The structured form (structured.rs) and damo's
 //! (damo.rs) both build on it.
 
-use udamon_core::schemes::{FilterKind, GoalMetric, GoalTuner, WatermarkMetric, Watermarks};
+use udamon_core::schemes::{
+    FilterKind, FilterType, GoalMetric, GoalTuner, WatermarkMetric, Watermarks,
+};
+use udamon_core::units::fmt_size;
 
 use crate::error::{quote, ParseError, Src};
 use crate::fields::{self, Problem, TimeUnit};
@@ -213,8 +216,8 @@ impl<'a> Reader<'a> {
         if min > max {
             let msg = format!(
                 "max hugepage size {} is below min hugepage size {}",
-                crate::units::fmt_size(max),
-                crate::units::fmt_size(min)
+                fmt_size(max),
+                fmt_size(min)
             );
             return Err(self.fail(
                 hi.unwrap_or(parent),
@@ -238,18 +241,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-pub(crate) fn filter_type(t: &str) -> Result<&'static str, Problem> {
-    const TYPES: [&str; 8] = [
-        "addr",
-        "target",
-        "anon",
-        "young",
-        "memcg",
-        "hugepage_size",
-        "unmapped",
-        "active",
-    ];
-    TYPES.iter().find(|ty| **ty == t).copied().ok_or_else(|| {
+pub(crate) fn filter_type(t: &str) -> Result<FilterType, Problem> {
+    FilterType::from_name(t).ok_or_else(|| {
         Problem::new(
             format!("unknown filter type {}", quote(t)),
             FILTER_TYPE_EXPECTED,
@@ -257,29 +250,17 @@ pub(crate) fn filter_type(t: &str) -> Result<&'static str, Problem> {
     })
 }
 
-pub(crate) fn simple_filter(name: &str) -> FilterKind {
-    match name {
-        "anon" => FilterKind::Anon,
-        "young" => FilterKind::Young,
-        "unmapped" => FilterKind::Unmapped,
-        _ => FilterKind::Active,
-    }
+/// The filter of a type that takes no arguments.
+pub(crate) fn simple_filter(ty: FilterType) -> FilterKind {
+    ty.without_args().unwrap_or(FilterKind::Active)
 }
 
 pub(crate) fn goal_metric(t: &str) -> Result<GoalMetric, Problem> {
-    Ok(match t {
-        "user_input" => GoalMetric::UserInput,
-        "some_mem_psi_us" => GoalMetric::SomeMemPsiUs,
-        "node_mem_used_bp" => GoalMetric::NodeMemUsedBp,
-        "node_mem_free_bp" => GoalMetric::NodeMemFreeBp,
-        "rss_bp" => GoalMetric::RssBp,
-        "refault_rate" => GoalMetric::RefaultRate,
-        _ => {
-            return Err(Problem::new(
-                format!("unknown goal metric {}", quote(t)),
-                GOAL_METRIC_EXPECTED,
-            ))
-        }
+    GoalMetric::from_name(t).ok_or_else(|| {
+        Problem::new(
+            format!("unknown goal metric {}", quote(t)),
+            GOAL_METRIC_EXPECTED,
+        )
     })
 }
 
@@ -296,24 +277,38 @@ pub(crate) fn goal_value(metric: GoalMetric, t: &str, what: &str) -> Result<u64,
 }
 
 pub(crate) fn goal_tuner(t: &str) -> Result<GoalTuner, Problem> {
-    match t {
-        "consist" => Ok(GoalTuner::Consist),
-        "temporal" => Ok(GoalTuner::Temporal),
-        "fast" => Ok(GoalTuner::Fast),
-        _ => Err(Problem::new(
+    GoalTuner::from_name(t).ok_or_else(|| {
+        Problem::new(
             format!("unknown goal tuner {}", quote(t)),
             "consist, temporal or fast (udamon's engine only)",
-        )),
-    }
+        )
+    })
 }
 
 pub(crate) fn wmark_metric(t: &str) -> Result<WatermarkMetric, Problem> {
-    match t {
-        "none" => Ok(WatermarkMetric::None),
-        "free_mem_rate" => Ok(WatermarkMetric::FreeMemRate),
-        _ => Err(Problem::new(
+    WatermarkMetric::from_name(t).ok_or_else(|| {
+        Problem::new(
             format!("unknown watermark metric {}", quote(t)),
             "none or free_mem_rate",
-        )),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lists in messages are the core's names, in its order.
+    #[test]
+    fn expected_lists_name_every_keyword() {
+        let list = |names: Vec<&str>| format!("one of {}", names.join(", "));
+        assert_eq!(
+            GOAL_METRIC_EXPECTED,
+            list(GoalMetric::ALL.iter().map(|m| m.name()).collect())
+        );
+        assert_eq!(
+            FILTER_TYPE_EXPECTED,
+            list(FilterType::ALL.iter().map(|t| t.name()).collect())
+        );
     }
 }

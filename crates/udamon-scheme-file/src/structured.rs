@@ -3,7 +3,8 @@
 //! by damo.rs.
 
 use udamon_core::schemes::{
-    AccessPattern, Damos, Filter, FilterKind, Quota, QuotaGoal, QuotaWeights, Watermarks,
+    AccessPattern, Damos, Filter, FilterKind, FilterType, Quota, QuotaGoal, QuotaWeights,
+    Watermarks,
 };
 
 use crate::damo;
@@ -221,13 +222,13 @@ impl<'a> Reader<'a> {
             "filter",
         )?;
         let ty = self.require(n, &["type"], "filter")?;
-        let kind_name = self.scalar(ty, filter_type)?;
-        let what = format!("{kind_name} filter");
-        let extra: &[&str] = match kind_name {
-            "addr" => &["start", "end"],
-            "target" => &["idx"],
-            "memcg" => &["path"],
-            "hugepage_size" => &["min", "max"],
+        let kind = self.scalar(ty, filter_type)?;
+        let what = format!("{} filter", kind.name());
+        let extra: &[&str] = match kind {
+            FilterType::Addr => &["start", "end"],
+            FilterType::Target => &["idx"],
+            FilterType::Memcg => &["path"],
+            FilterType::HugepageSize => &["min", "max"],
             _ => &[],
         };
         let allowed: Vec<&str> = ["type", "matching", "allow"]
@@ -236,13 +237,13 @@ impl<'a> Reader<'a> {
             .copied()
             .collect();
         self.keys(n, &allowed, &what)?;
-        let kind = match kind_name {
-            "addr" => {
+        let kind = match kind {
+            FilterType::Addr => {
                 let start = self.require(n, &["start"], &what)?;
                 let end = self.require(n, &["end"], &what)?;
                 self.addr_range(start, end)?
             }
-            "target" => {
+            FilterType::Target => {
                 let idx = self.require(n, &["idx"], &what)?;
                 FilterKind::Target {
                     idx: self.scalar(idx, |t| {
@@ -250,10 +251,10 @@ impl<'a> Reader<'a> {
                     })? as u32,
                 }
             }
-            "memcg" => FilterKind::Memcg {
+            FilterType::Memcg => FilterKind::Memcg {
                 path: self.memcg_path(self.require(n, &["path"], &what)?)?,
             },
-            "hugepage_size" => {
+            FilterType::HugepageSize => {
                 let lo = n.get(&["min"]);
                 let hi = n.get(&["max"]);
                 self.hugepage_range(n, lo, hi)?

@@ -9,9 +9,9 @@ use udamon_core::softdirty::SoftDirtyReset;
 
 use serde::Deserialize;
 use udamon_core::schemes::{Action, Damos};
+use udamon_core::units::{parse_duration_us, parse_size, Fraction};
 use udamon_core::{Attrs, IntervalsGoal, Mode};
 use udamon_session::OpsChoice;
-use udamon_sim::units::{parse_duration_us, parse_size};
 
 use crate::presets;
 
@@ -460,13 +460,13 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 fn duration(key: &str, v: &str) -> Result<u64, String> {
-    parse_duration_us(v).map_err(|e| format!("{key}: {e}"))
+    parse_duration_us(v, Fraction::Round).map_err(|e| format!("{key}: {e}"))
 }
 
 fn size(key: &str, v: &SizeOrNumber) -> Result<u64, String> {
     match v {
         SizeOrNumber::Number(n) => Ok(*n),
-        SizeOrNumber::Text(s) => parse_size(s).map_err(|e| format!("{key}: {e}")),
+        SizeOrNumber::Text(s) => parse_size(s, Fraction::Round).map_err(|e| format!("{key}: {e}")),
     }
 }
 
@@ -573,14 +573,8 @@ fn attrs(a: &RawAttrs) -> Result<Attrs, String> {
         },
     };
     if a.auto_intervals == Some(true) {
-        // The kernel's recommended goal (4% of the maximum accesses
-        // observed over 3 aggregations), as DAMON_STAT and damo use it.
-        attrs.intervals_goal = IntervalsGoal {
-            access_bp: 400,
-            aggrs: 3,
-            min_sample_us: sample_us.min(5_000),
-            max_sample_us: 10_000_000,
-        };
+        // The kernel's recommended goal: 4% of the maximum accesses.
+        attrs.intervals_goal = IntervalsGoal::recommended(400, sample_us);
     }
     attrs.validate().map_err(|e| format!("attrs: {e}"))?;
     Ok(attrs)
@@ -629,11 +623,7 @@ fn target(
             allowed.join(", ")
         ));
     }
-    let text = |k: &str| {
-        t[k].as_str()
-            .map(str::to_string)
-            .ok_or_else(|| format!("target.{k} must be a string"))
-    };
+    let text = |k: &str| target_text(t, k);
     match kinds[0] {
         "pid" => match t["pid"].as_integer() {
             Some(p) if p > 0 && p <= i64::from(i32::MAX) => Ok((TargetPlan::Pid(p as u32), None)),
@@ -670,45 +660,59 @@ fn target(
             }
             Ok((TargetPlan::Cgroup(p), None))
         }
-        _ => {
-            let path = base.join(text("sim")?);
-            let spec_text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("target.sim: cannot read {}: {e}", path.display()))?;
-            let workload = udamon_sim::Workload::from_toml(&spec_text, &path.display().to_string())
-                .map_err(|e| format!("target.sim: {e}"))?;
-            let speed = match t.get("speed") {
-                None => Some(1.0),
-                Some(v) => match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
-                    Some(s) if s > 0.0 && s.is_finite() => Some(s),
-                    Some(_) | None if v.as_str() == Some("max") => None,
-                    _ => {
-                        return Err(format!(
-                            "target.speed = {v}: give simulated seconds per real second (1 is \
-                             real time), or \"max\" to run as fast as it goes"
-                        ))
-                    }
-                },
-            };
-            let seed = match t.get("seed") {
-                None => None,
-                Some(v) => Some(
-                    v.as_integer()
-                        .filter(|s| *s >= 0)
-                        .ok_or_else(|| format!("target.seed = {v}: give a whole number"))?
-                        as u64,
-                ),
-            };
-            Ok((
-                TargetPlan::Sim {
-                    path,
-                    spec_text,
-                    speed,
-                    seed,
-                },
-                Some(workload),
-            ))
-        }
+        _ => sim_target(t, base),
     }
+}
+
+/// A target table's string `k`.
+fn target_text(t: &toml::Table, k: &str) -> Result<String, String> {
+    t[k].as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("target.{k} must be a string"))
+}
+
+/// A simulated target: its spec read and parsed (relative to `base`), its
+/// speed and seed.
+fn sim_target(
+    t: &toml::Table,
+    base: &Path,
+) -> Result<(TargetPlan, Option<udamon_sim::Workload>), String> {
+    let path = base.join(target_text(t, "sim")?);
+    let spec_text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("target.sim: cannot read {}: {e}", path.display()))?;
+    let workload = udamon_sim::Workload::from_toml(&spec_text, &path.display().to_string())
+        .map_err(|e| format!("target.sim: {e}"))?;
+    let speed = match t.get("speed") {
+        None => Some(1.0),
+        Some(v) => match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
+            Some(s) if s > 0.0 && s.is_finite() => Some(s),
+            Some(_) | None if v.as_str() == Some("max") => None,
+            _ => {
+                return Err(format!(
+                    "target.speed = {v}: give simulated seconds per real second (1 is \
+                     real time), or \"max\" to run as fast as it goes"
+                ))
+            }
+        },
+    };
+    let seed = match t.get("seed") {
+        None => None,
+        Some(v) => Some(
+            v.as_integer()
+                .filter(|s| *s >= 0)
+                .ok_or_else(|| format!("target.seed = {v}: give a whole number"))?
+                as u64,
+        ),
+    };
+    Ok((
+        TargetPlan::Sim {
+            path,
+            spec_text,
+            speed,
+            seed,
+        },
+        Some(workload),
+    ))
 }
 
 /// Where a job's tiering preset comes from: the machine's topology (under
@@ -753,15 +757,12 @@ fn tiering(ctx: &TieringCtx, o: &RawSchemeSource) -> Result<Vec<Damos>, String> 
             .map_or(Ok(d.bytes_per_s), |v| size("rate", v))?,
         tuner: match o.goal_tuner.as_deref() {
             None => d.tuner,
-            Some("consist") => GoalTuner::Consist,
-            Some("temporal") => GoalTuner::Temporal,
-            Some("fast") => GoalTuner::Fast,
-            Some(t) => {
-                return Err(format!(
+            Some(t) => GoalTuner::from_name(t).ok_or_else(|| {
+                format!(
                     "goal_tuner = \"{t}\": give \"temporal\" (the default), \"consist\" or \
                      \"fast\" (udamon's engine only)"
-                ))
-            }
+                )
+            })?,
         },
     };
     if p.free_bp + p.used_bp < 10_000 {
@@ -900,49 +901,10 @@ fn resolve_job(
                 .into(),
         );
     }
-    let softdirty_reset: SoftDirtyReset = match &j.softdirty_reset {
-        None => SoftDirtyReset::default(),
-        Some(v) => v
-            .parse()
-            .map_err(|e| format!("softdirty_reset = \"{v}\": {e}"))?,
-    };
-    let phys = matches!(target, TargetPlan::Paddr | TargetPlan::Node(_));
-    if softdirty_reset.per_window() && !j.ops.may_take_softdirty(phys) {
-        return Err(format!(
-            "softdirty_reset = \"{softdirty_reset}\" applies to the soft-dirty path, which this \
-             job never takes (ops = \"{}\"{}): leave it out",
-            j.ops.name(),
-            if phys { ", physical memory" } else { "" }
-        ));
-    }
+    let softdirty_reset = softdirty_reset(j, &target)?;
     let record = match &j.record {
         None => None,
-        Some(r) => {
-            let rotate_us = r
-                .rotate
-                .as_deref()
-                .map_or(Ok(3_600_000_000), |v| duration("record.rotate", v))?;
-            if rotate_us < 1_000_000 {
-                return Err("record.rotate: give at least 1s".into());
-            }
-            let max_total_bytes = r
-                .max_total
-                .as_ref()
-                .map_or(Ok(1 << 30), |v| size("record.max_total", v))?;
-            if max_total_bytes < MIN_RECORD_TOTAL {
-                return Err(format!(
-                    "record.max_total = {max_total_bytes} bytes: the job's records could not \
-                     hold one file; give at least 64K (like \"1G\"), or leave [jobs.record] out"
-                ));
-            }
-            let dir = base.join(&r.dir);
-            refuse_kernel_dir("record.dir", &dir)?;
-            Some(RecordPlan {
-                dir,
-                rotate_us,
-                max_total_bytes,
-            })
-        }
+        Some(r) => Some(record_plan(r, base)?),
     };
     let guardrails = guardrails(global, &j.guardrails)?;
     if guardrails.max_rss_share_per_minute.is_some()
@@ -973,6 +935,56 @@ fn resolve_job(
             .any(|s| s.preset.as_deref() == Some("tiering") && s.backstop != Some(false)),
         optional: j.optional,
         inputs,
+    })
+}
+
+/// A job's `softdirty_reset`, refused when the job never takes the
+/// soft-dirty path.
+fn softdirty_reset(j: &RawJob, target: &TargetPlan) -> Result<SoftDirtyReset, String> {
+    let softdirty_reset: SoftDirtyReset = match &j.softdirty_reset {
+        None => SoftDirtyReset::default(),
+        Some(v) => v
+            .parse()
+            .map_err(|e| format!("softdirty_reset = \"{v}\": {e}"))?,
+    };
+    let phys = matches!(target, TargetPlan::Paddr | TargetPlan::Node(_));
+    if softdirty_reset.per_window() && !j.ops.may_take_softdirty(phys) {
+        return Err(format!(
+            "softdirty_reset = \"{softdirty_reset}\" applies to the soft-dirty path, which this \
+             job never takes (ops = \"{}\"{}): leave it out",
+            j.ops.name(),
+            if phys { ", physical memory" } else { "" }
+        ));
+    }
+    Ok(softdirty_reset)
+}
+
+/// A job's `[jobs.record]`: the directory (relative to `base`), the
+/// rotation period and the total the job's records may take.
+fn record_plan(r: &RawRecord, base: &Path) -> Result<RecordPlan, String> {
+    let rotate_us = r
+        .rotate
+        .as_deref()
+        .map_or(Ok(3_600_000_000), |v| duration("record.rotate", v))?;
+    if rotate_us < 1_000_000 {
+        return Err("record.rotate: give at least 1s".into());
+    }
+    let max_total_bytes = r
+        .max_total
+        .as_ref()
+        .map_or(Ok(1 << 30), |v| size("record.max_total", v))?;
+    if max_total_bytes < MIN_RECORD_TOTAL {
+        return Err(format!(
+            "record.max_total = {max_total_bytes} bytes: the job's records could not \
+             hold one file; give at least 64K (like \"1G\"), or leave [jobs.record] out"
+        ));
+    }
+    let dir = base.join(&r.dir);
+    refuse_kernel_dir("record.dir", &dir)?;
+    Ok(RecordPlan {
+        dir,
+        rotate_us,
+        max_total_bytes,
     })
 }
 

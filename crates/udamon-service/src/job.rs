@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use udamon_record::Writer;
 use udamon_session::features::Features;
-use udamon_session::{path_blocker, Event, LiveTarget, OpsChoice, Recorder, Session, Spec};
+use udamon_session::{
+    path_blocker, Event, FileWriter, LiveTarget, OpsChoice, Recorder, SchemeReport, Session,
+    SessionInfo, Spec,
+};
 
 use crate::config::{JobPlan, TargetPlan};
 use crate::guard::{Breaker, RssBudget};
@@ -222,29 +225,7 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
             }
             plan = p;
         }
-        // Ended sessions of process sets leave; their totals stay.
-        let ended: Vec<u64> = workers
-            .iter()
-            .filter(|(_, w)| w.ctl.done.load(Ordering::SeqCst))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ended {
-            if let Some(w) = workers.remove(&id) {
-                let _ = w.thread.join();
-            }
-            if plan.target.is_set() {
-                let gave_up = env
-                    .with_job(&plan.name, |j| {
-                        let f = j.workers.get(&id).is_some_and(|w| w.state == "failed");
-                        j.retire(id);
-                        f
-                    })
-                    .unwrap_or(false);
-                if gave_up {
-                    failed.insert(id);
-                }
-            }
-        }
+        retire_ended(&mut workers, &mut failed, &plan, &env);
         if plan.target.is_set() {
             if last_scan.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
                 last_scan = Some(Instant::now());
@@ -277,24 +258,7 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
             }
         } else if !started_once {
             started_once = true;
-            let target = match &plan.target {
-                TargetPlan::Pid(p) => LiveTarget::Pid(*p),
-                TargetPlan::Paddr => LiveTarget::Phys,
-                TargetPlan::Node(n) => LiveTarget::Node(*n),
-                TargetPlan::Sim {
-                    path,
-                    spec_text,
-                    speed,
-                    seed,
-                } => LiveTarget::Sim {
-                    spec_text: spec_text.clone(),
-                    origin: path.display().to_string(),
-                    seed: *seed,
-                    speed: *speed,
-                },
-                _ => unreachable!("process sets are scanned above"),
-            };
-            workers.insert(0, spawn_worker(0, target, &plan, &env));
+            workers.insert(0, spawn_worker(0, single_target(&plan.target), &plan, &env));
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -305,15 +269,74 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
         let _ = w.thread.join();
     }
     if restore_demotion {
-        match std::fs::write(env.root.join(DEMOTION), "false") {
-            Ok(()) => log::info(Some(&plan.name), "demotion_enabled switched off again"),
-            Err(e) => log::warn(
-                Some(&plan.name),
-                &format!("cannot switch demotion_enabled off again: {e}"),
-            ),
-        }
+        backstop_off(&env, &plan.name);
     }
     log::info(Some(&plan.name), "stopped");
+}
+
+/// Switches the kernel's demotion off again at the end of a tiering job
+/// that switched it on ([`backstop_on`]).
+fn backstop_off(env: &Env, job: &str) {
+    match std::fs::write(env.root.join(DEMOTION), "false") {
+        Ok(()) => log::info(Some(job), "demotion_enabled switched off again"),
+        Err(e) => log::warn(
+            Some(job),
+            &format!("cannot switch demotion_enabled off again: {e}"),
+        ),
+    }
+}
+
+/// Ended sessions of process sets leave; their totals stay. A process set's
+/// process whose session failed goes into `failed`.
+fn retire_ended(
+    workers: &mut BTreeMap<u64, Worker>,
+    failed: &mut std::collections::BTreeSet<u64>,
+    plan: &JobPlan,
+    env: &Env,
+) {
+    let ended: Vec<u64> = workers
+        .iter()
+        .filter(|(_, w)| w.ctl.done.load(Ordering::SeqCst))
+        .map(|(id, _)| *id)
+        .collect();
+    for id in ended {
+        if let Some(w) = workers.remove(&id) {
+            let _ = w.thread.join();
+        }
+        if plan.target.is_set() {
+            let gave_up = env
+                .with_job(&plan.name, |j| {
+                    let f = j.workers.get(&id).is_some_and(|w| w.state == "failed");
+                    j.retire(id);
+                    f
+                })
+                .unwrap_or(false);
+            if gave_up {
+                failed.insert(id);
+            }
+        }
+    }
+}
+
+/// The one target of a job that is not a process set.
+fn single_target(target: &TargetPlan) -> LiveTarget {
+    match target {
+        TargetPlan::Pid(p) => LiveTarget::Pid(*p),
+        TargetPlan::Paddr => LiveTarget::Phys,
+        TargetPlan::Node(n) => LiveTarget::Node(*n),
+        TargetPlan::Sim {
+            path,
+            spec_text,
+            speed,
+            seed,
+        } => LiveTarget::Sim {
+            spec_text: spec_text.clone(),
+            origin: path.display().to_string(),
+            seed: *seed,
+            speed: *speed,
+        },
+        _ => unreachable!("process sets are scanned above"),
+    }
 }
 
 fn spawn_worker(id: u64, target: LiveTarget, plan: &JobPlan, env: &Env) -> Worker {
@@ -394,14 +417,37 @@ fn scheme_statuses(plan: &JobPlan) -> Vec<SchemeStatus> {
         .collect()
 }
 
+/// One session of a job, start to end: started, stepped until it ends
+/// (statistics, guardrails, reloads and record rotation once a second),
+/// then ended.
 fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env: &Env) {
     let job = plan.name.clone();
-    let mut plan = plan.clone();
+    let plan = plan.clone();
     let phys = matches!(target, LiveTarget::Phys | LiveTarget::Node(_));
     set_worker(env, &job, id, |w| {
         w.pid = id as u32;
         w.state = "starting".into();
     });
+    let Some(session) = start_session(id, target, phys, &plan, env) else {
+        return;
+    };
+    let mut run = SessionRun::new(id, plan, session, ctl, env);
+    let ended_by = run.step_until_end();
+    run.end(ended_by);
+}
+
+/// Starts a worker's session (one at a time: the path choice sees who
+/// holds kdamond) and notes it as kdamond's holder when it drives kernel
+/// DAMON. On failure the error is logged and shown in the worker's and the
+/// job's status.
+fn start_session(
+    id: u64,
+    target: LiveTarget,
+    phys: bool,
+    plan: &JobPlan,
+    env: &Env,
+) -> Option<Session> {
+    let job = &plan.name;
     let session = {
         let _one_at_a_time = env.start_lock.lock();
         let spec = Spec {
@@ -429,24 +475,30 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
         }
         s
     };
-    let mut session = match session {
-        Ok(s) => s,
+    match session {
+        Ok(s) => Some(s),
         Err(e) => {
             let msg = e.to_string();
-            log::error(Some(&job), &format!("cannot start monitoring: {msg}"));
-            set_worker(env, &job, id, |w| {
+            log::error(Some(job), &format!("cannot start monitoring: {msg}"));
+            set_worker(env, job, id, |w| {
                 w.state = "failed".into();
                 w.reason = Some(msg.clone());
             });
-            env.with_job(&job, |j| j.last_error = Some(msg));
-            return;
+            env.with_job(job, |j| j.last_error = Some(msg));
+            None
         }
-    };
+    }
+}
+
+/// Logs what a started session monitors and how, and shows it in the
+/// worker's status (now "running").
+fn announce(id: u64, plan: &JobPlan, session: &mut Session, env: &Env) -> SessionInfo {
+    let job = &plan.name;
     let info = session.info().clone();
     let (sample_us, aggr_us) = session.intervals();
     log::log(
         log::Level::Info,
-        Some(&job),
+        Some(job),
         "monitoring",
         &[
             ("target", info.command.clone()),
@@ -455,7 +507,7 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
             ("because", info.chosen_because.clone()),
         ],
     );
-    set_worker(env, &job, id, |w| {
+    set_worker(env, job, id, |w| {
         w.command = info.command.clone();
         w.path = info.path.into();
         w.chosen_because = info.chosen_because.clone();
@@ -463,95 +515,230 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
         w.sample_us = sample_us;
         w.aggr_us = aggr_us;
         w.kdamond_pid = session.kdamond_pid();
-        w.schemes = scheme_statuses(&plan);
+        w.schemes = scheme_statuses(plan);
     });
+    info
+}
+
+/// Opens the job's record directory and the session's first record in it
+/// (recording goes off, logged, when either cannot be opened), and shows
+/// the record in the worker's status: the directory, the record's path and
+/// its writer.
+fn open_first_record(
+    id: u64,
+    plan: &JobPlan,
+    session: &Session,
+    env: &Env,
+) -> (Option<RecordDir>, Option<PathBuf>, Option<FileWriter>) {
+    let job = &plan.name;
     let mut record_path = None;
-    let mut record_started = Instant::now();
     let record_dir = match plan.record.as_ref().map(|r| RecordDir::open(&r.dir)) {
         Some(Ok(d)) => Some(d),
         Some(Err(e)) => {
-            log::error(Some(&job), &format!("recording off: {e}"));
+            log::error(Some(job), &format!("recording off: {e}"));
             None
         }
         None => None,
     };
     let writer = if let Some(dir) = &record_dir {
-        match open_record(dir, &job, id, &session) {
+        match open_record(dir, job, id, session) {
             Ok((p, w)) => {
                 record_path = Some(p);
                 Some(w)
             }
             Err(e) => {
-                log::error(Some(&job), &format!("recording off: {e}"));
+                log::error(Some(job), &format!("recording off: {e}"));
                 None
             }
         }
     } else {
         None
     };
-    set_worker(env, &job, id, |w| {
+    set_worker(env, job, id, |w| {
         w.record = record_path.as_ref().map(|p| p.display().to_string())
     });
-    let mut recorder = Recorder::new(&session, writer);
-    let mut breaker = Breaker::default();
-    let mut rss_budget = RssBudget::default();
-    let mut paused: Vec<&'static str> = Vec::new();
-    let mut last_stats = Instant::now() - Duration::from_secs(10);
-    let mut exceeds_seen: Vec<u64> = Vec::new();
-    // Which schemes the byte-rate guardrail limits: per plan, not per pass.
-    let mut capped = plan.capped_by_rate();
-    let started = Instant::now();
-    let cpu0 = udamon_session::thread_cpu_s();
-    let stop = || ctl.stop.load(Ordering::SeqCst);
-    let ended_by: String = loop {
-        let ev = match session.next(&stop) {
-            Ok(ev) => ev,
-            Err(e) => {
-                let msg = e.to_string();
-                log::error(Some(&job), &format!("monitoring failed: {msg}"));
-                env.with_job(&job, |j| j.last_error = Some(msg.clone()));
-                break format!("failed: {msg}");
+    (record_dir, record_path, writer)
+}
+
+/// A worker's running session and what its loop carries from one event to
+/// the next.
+struct SessionRun<'a> {
+    id: u64,
+    job: String,
+    ctl: &'a WorkerCtl,
+    env: &'a Env,
+    /// The plan in force (a reload replaces it).
+    plan: JobPlan,
+    info: SessionInfo,
+    session: Session,
+    recorder: Recorder,
+    record_dir: Option<RecordDir>,
+    /// The record being written, if any.
+    record_path: Option<PathBuf>,
+    record_started: Instant,
+    breaker: Breaker,
+    rss_budget: RssBudget,
+    /// The guardrails pausing actions now.
+    paused: Vec<&'static str>,
+    last_stats: Instant,
+    exceeds_seen: Vec<u64>,
+    /// Which schemes the byte-rate guardrail limits: per plan, not per pass.
+    capped: Vec<bool>,
+    started: Instant,
+    cpu0: f64,
+}
+
+impl<'a> SessionRun<'a> {
+    /// Announces a started session and opens its first record.
+    fn new(id: u64, plan: JobPlan, mut session: Session, ctl: &'a WorkerCtl, env: &'a Env) -> Self {
+        let info = announce(id, &plan, &mut session, env);
+        let record_started = Instant::now();
+        let (record_dir, record_path, writer) = open_first_record(id, &plan, &session, env);
+        let recorder = Recorder::new(&session, writer);
+        let last_stats = Instant::now() - Duration::from_secs(10);
+        let capped = plan.capped_by_rate();
+        let started = Instant::now();
+        let cpu0 = udamon_session::thread_cpu_s();
+        SessionRun {
+            id,
+            job: plan.name.clone(),
+            ctl,
+            env,
+            plan,
+            info,
+            session,
+            recorder,
+            record_dir,
+            record_path,
+            record_started,
+            breaker: Breaker::default(),
+            rss_budget: RssBudget::default(),
+            paused: Vec::new(),
+            last_stats,
+            exceeds_seen: Vec::new(),
+            capped,
+            started,
+            cpu0,
+        }
+    }
+
+    /// Steps the session, recording each event, until it ends or fails;
+    /// returns why it ended.
+    fn step_until_end(&mut self) -> String {
+        let ctl = self.ctl;
+        let stop = || ctl.stop.load(Ordering::SeqCst);
+        loop {
+            let ev = match self.session.next(&stop) {
+                Ok(ev) => ev,
+                Err(e) => {
+                    let msg = e.to_string();
+                    log::error(Some(&self.job), &format!("monitoring failed: {msg}"));
+                    self.env
+                        .with_job(&self.job, |j| j.last_error = Some(msg.clone()));
+                    break format!("failed: {msg}");
+                }
+            };
+            if let Err(e) = self.recorder.push(&mut self.session, &ev) {
+                log::error(Some(&self.job), &format!("recording off: {e}"));
+                self.recorder = Recorder::new(&self.session, None);
+                self.record_path = None;
             }
-        };
-        if let Err(e) = recorder.push(&mut session, &ev) {
-            log::error(Some(&job), &format!("recording off: {e}"));
-            recorder = Recorder::new(&session, None);
-            record_path = None;
+            match &ev {
+                Event::End(why) => break why.to_string(),
+                Event::Exec { exe, .. } => log::info(
+                    Some(&self.job),
+                    &format!(
+                        "pid {} exec'd {exe}: monitoring the new program",
+                        self.info.pid
+                    ),
+                ),
+                Event::Snapshot(s) => {
+                    set_worker(self.env, &self.job, self.id, |w| w.take_snapshot(s))
+                }
+            }
+            // Once a second: statistics, intervals, guardrails, reloads.
+            if self.last_stats.elapsed() < Duration::from_secs(1) {
+                continue;
+            }
+            self.last_stats = Instant::now();
+            self.every_second();
         }
-        match &ev {
-            Event::End(why) => break why.to_string(),
-            Event::Exec { exe, .. } => log::info(
-                Some(&job),
-                &format!("pid {} exec'd {exe}: monitoring the new program", info.pid),
-            ),
-            Event::Snapshot(s) => set_worker(env, &job, id, |w| w.take_snapshot(s)),
-        }
-        // Once a second: statistics, intervals, guardrails, reloads.
-        if last_stats.elapsed() < Duration::from_secs(1) {
-            continue;
-        }
-        last_stats = Instant::now();
-        let reports = session.schemes().unwrap_or_else(|e| {
-            log::warn(Some(&job), &e.to_string());
+    }
+
+    /// Once a second: statistics, intervals, guardrails, reloads, then
+    /// the record's rotation.
+    fn every_second(&mut self) {
+        let reports = self.session.schemes().unwrap_or_else(|e| {
+            log::warn(Some(&self.job), &e.to_string());
             Vec::new()
         });
-        let (sample_us, aggr_us) = session.intervals();
-        let rss = (info.pid != 0)
+        let (sample_us, aggr_us) = self.session.intervals();
+        let pid = self.info.pid;
+        let rss = (pid != 0)
             .then(|| {
-                udamon_session::rss_swap_kb(&env.root, info.pid)
+                udamon_session::rss_swap_kb(&self.env.root, pid)
                     .0
                     .map(|k| k * 1024)
             })
             .flatten();
-        let cpu = udamon_session::thread_cpu_s() - cpu0;
-        let kcpu = session.kdamond_cpu_s().unwrap_or(0.0);
+        let cpu = udamon_session::thread_cpu_s() - self.cpu0;
+        let kcpu = self.session.kdamond_cpu_s().unwrap_or(0.0);
         // Guardrails.
+        let (want, trips) = self.guardrails(&reports, rss);
+        let (rate_tripped, rate_trips) = self.rate_trips(&reports);
+        set_worker(self.env, &self.job, self.id, |w| {
+            for (s, r) in w.schemes.iter_mut().zip(&reports) {
+                s.update(r);
+            }
+            w.sample_us = sample_us;
+            w.aggr_us = aggr_us;
+            w.rss_bytes = rss;
+            w.cpu_s = cpu + kcpu;
+            w.paused_by = want.iter().map(|s| s.to_string()).collect();
+            if rate_tripped {
+                w.paused_by.push("bytes_per_second".into());
+            }
+            w.record = self.record_path.as_ref().map(|p| p.display().to_string());
+        });
+        if !trips.is_empty() || rate_trips > 0 {
+            self.env.with_job(&self.job, |j| {
+                for t in &trips {
+                    *j.trips.entry(t.to_string()).or_default() += 1;
+                }
+                if rate_trips > 0 {
+                    *j.trips.entry("bytes_per_second".into()).or_default() += rate_trips;
+                }
+            });
+        }
+        let reload = self
+            .ctl
+            .reload
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let pause_changed = self.take_pause(want, &trips);
+        if reload.is_some() || pause_changed {
+            self.commit(reload);
+        }
+        // Rotation.
+        self.rotate();
+    }
+
+    /// The guardrails (PSI, RSS share): which of them want actions paused
+    /// after this pass, and which tripped in it.
+    fn guardrails(
+        &mut self,
+        reports: &[SchemeReport],
+        rss: Option<u64>,
+    ) -> (Vec<&'static str>, Vec<&'static str>) {
         let mut trips: Vec<&'static str> = Vec::new();
-        let mut want: Vec<&'static str> = paused.clone();
-        let g = &plan.guardrails;
+        let mut want: Vec<&'static str> = self.paused.clone();
+        let g = &self.plan.guardrails;
         if let Some(above) = g.psi_pause_above {
-            let now = *env.psi.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(change) = now.and_then(|v| breaker.update(v, above, g.psi_resume_below)) {
+            let now = *self.env.psi.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(change) =
+                now.and_then(|v| self.breaker.update(v, above, g.psi_resume_below))
+            {
                 toggle(&mut want, "psi", change);
                 if change {
                     trips.push("psi");
@@ -564,10 +751,12 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
                 .filter(|r| r.action == "pageout")
                 .map(|r| r.stats.sz_applied)
                 .sum();
-            let now_us = started.elapsed().as_micros() as u64;
+            let now_us = self.started.elapsed().as_micros() as u64;
             // Paged-out bytes across reloads: the status keeps the totals.
-            let total_paged = env
-                .with_job(&job, |j| {
+            let id = self.id;
+            let total_paged = self
+                .env
+                .with_job(&self.job, |j| {
                     j.workers.get(&id).map_or(0, |w| {
                         w.schemes
                             .iter()
@@ -577,174 +766,187 @@ fn run_worker(id: u64, target: LiveTarget, plan: &JobPlan, ctl: &WorkerCtl, env:
                     })
                 })
                 .unwrap_or(paged);
-            if let Some(change) = rss_budget.update(now_us, rss, total_paged.max(paged), share) {
+            if let Some(change) = self
+                .rss_budget
+                .update(now_us, rss, total_paged.max(paged), share)
+            {
                 toggle(&mut want, "rss_share", change);
                 if change {
                     trips.push("rss_share");
                 }
             }
         }
-        // The byte-rate cap is a quota: its trips are the capped schemes'
-        // quota exceeds.
-        exceeds_seen.resize(reports.len(), 0);
+        (want, trips)
+    }
+
+    /// The byte-rate cap is a quota: its trips are the capped schemes'
+    /// quota exceeds. Whether it tripped since the last pass, and how often.
+    fn rate_trips(&mut self, reports: &[SchemeReport]) -> (bool, u64) {
+        self.exceeds_seen.resize(reports.len(), 0);
         let mut rate_tripped = false;
         let mut rate_trips = 0;
         for (i, r) in reports.iter().enumerate() {
-            if capped.get(i) == Some(&true) && r.stats.qt_exceeds > exceeds_seen[i] {
+            if self.capped.get(i) == Some(&true) && r.stats.qt_exceeds > self.exceeds_seen[i] {
                 rate_tripped = true;
-                rate_trips += r.stats.qt_exceeds - exceeds_seen[i];
+                rate_trips += r.stats.qt_exceeds - self.exceeds_seen[i];
             }
-            exceeds_seen[i] = r.stats.qt_exceeds;
+            self.exceeds_seen[i] = r.stats.qt_exceeds;
         }
-        set_worker(env, &job, id, |w| {
-            for (s, r) in w.schemes.iter_mut().zip(&reports) {
-                s.update(r);
-            }
-            w.sample_us = sample_us;
-            w.aggr_us = aggr_us;
-            w.rss_bytes = rss;
-            w.cpu_s = cpu + kcpu;
-            w.paused_by = want.iter().map(|s| s.to_string()).collect();
-            if rate_tripped {
-                w.paused_by.push("bytes_per_second".into());
-            }
-            w.record = record_path.as_ref().map(|p| p.display().to_string());
-        });
-        if !trips.is_empty() || rate_trips > 0 {
-            env.with_job(&job, |j| {
-                for t in &trips {
-                    *j.trips.entry(t.to_string()).or_default() += 1;
-                }
-                if rate_trips > 0 {
-                    *j.trips.entry("bytes_per_second".into()).or_default() += rate_trips;
-                }
-            });
-        }
-        let reload = ctl.reload.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let pause_changed = want != paused;
+        (rate_tripped, rate_trips)
+    }
+
+    /// Takes the guardrails that want actions paused; a change is logged.
+    /// Returns whether it changed.
+    fn take_pause(&mut self, want: Vec<&'static str>, trips: &[&'static str]) -> bool {
+        let pause_changed = want != self.paused;
         if pause_changed {
-            for t in &trips {
+            for t in trips {
                 log::warn(
-                    Some(&job),
+                    Some(&self.job),
                     &format!("guardrail {t} tripped: actions paused (they only count what they would do)"),
                 );
             }
             if want.is_empty() {
-                log::info(Some(&job), "guardrails clear: actions resume");
+                log::info(Some(&self.job), "guardrails clear: actions resume");
             }
-            paused = want;
+            self.paused = want;
         }
-        if reload.is_some() || pause_changed {
-            let new_plan = reload.clone().unwrap_or_else(|| plan.clone());
-            let dry = new_plan.guardrails.dry_run || !paused.is_empty();
-            match session.commit(new_plan.attrs, new_plan.effective_schemes(), dry) {
-                Ok(()) => {
-                    // Kernel DAMON keeps a scheme's statistics through a
-                    // commit; our engine starts them again, so what they
-                    // counted is kept. Either way a scheme's counters go on
-                    // growing (per index) across reloads and pauses.
-                    let restarts = info.path != "kdamond";
-                    set_worker(env, &job, id, |w| {
-                        let fresh = scheme_statuses(&new_plan);
-                        w.schemes.truncate(fresh.len());
-                        for (i, f) in fresh.into_iter().enumerate() {
-                            match w.schemes.get_mut(i) {
-                                Some(s) => {
-                                    if restarts {
-                                        s.reset();
-                                    }
-                                    s.action = f.action;
-                                    s.description = f.description;
-                                    s.origin = f.origin;
-                                    s.goals = f.goals;
-                                    s.capped_by_guardrail = f.capped_by_guardrail;
+        pause_changed
+    }
+
+    /// Commits a reloaded plan, or the plan in force with actions paused
+    /// or resumed; on failure the previous configuration goes on.
+    fn commit(&mut self, reload: Option<JobPlan>) {
+        let reloaded = reload.is_some();
+        let new_plan = reload.unwrap_or_else(|| self.plan.clone());
+        let dry = new_plan.guardrails.dry_run || !self.paused.is_empty();
+        match self
+            .session
+            .commit(new_plan.attrs, new_plan.effective_schemes(), dry)
+        {
+            Ok(()) => {
+                // Kernel DAMON keeps a scheme's statistics through a
+                // commit; our engine starts them again, so what they
+                // counted is kept. Either way a scheme's counters go on
+                // growing (per index) across reloads and pauses.
+                let restarts = self.info.path != "kdamond";
+                set_worker(self.env, &self.job, self.id, |w| {
+                    let fresh = scheme_statuses(&new_plan);
+                    w.schemes.truncate(fresh.len());
+                    for (i, f) in fresh.into_iter().enumerate() {
+                        match w.schemes.get_mut(i) {
+                            Some(s) => {
+                                if restarts {
+                                    s.reset();
                                 }
-                                None => w.schemes.push(f),
+                                s.action = f.action;
+                                s.description = f.description;
+                                s.origin = f.origin;
+                                s.goals = f.goals;
+                                s.capped_by_guardrail = f.capped_by_guardrail;
                             }
+                            None => w.schemes.push(f),
                         }
-                    });
-                    exceeds_seen.clear();
-                    if reload.is_some() {
-                        log::info(Some(&job), "reloaded: new attributes and schemes in force");
                     }
-                    plan = new_plan;
-                    capped = plan.capped_by_rate();
-                }
-                Err(e) => {
-                    let msg = format!(
-                        "cannot apply the new configuration: {e}; the previous one goes on"
+                });
+                self.exceeds_seen.clear();
+                if reloaded {
+                    log::info(
+                        Some(&self.job),
+                        "reloaded: new attributes and schemes in force",
                     );
-                    log::error(Some(&job), &msg);
-                    env.with_job(&job, |j| j.last_error = Some(msg));
                 }
+                self.plan = new_plan;
+                self.capped = self.plan.capped_by_rate();
+            }
+            Err(e) => {
+                let msg =
+                    format!("cannot apply the new configuration: {e}; the previous one goes on");
+                log::error(Some(&self.job), &msg);
+                self.env.with_job(&self.job, |j| j.last_error = Some(msg));
             }
         }
-        // Rotation.
-        if let (Some(r), Some(dir)) = (plan.record.as_ref(), &record_dir) {
-            if record_path.is_some()
-                && record_started.elapsed() >= Duration::from_micros(r.rotate_us)
-            {
-                match open_record(dir, &job, id, &session) {
-                    Ok((p, w)) => {
-                        if let Err(e) = recorder.replace_writer(Some(w)) {
-                            log::warn(Some(&job), &format!("closing the previous record: {e}"));
-                        }
-                        for old in dir.prune(&job, r.max_total_bytes, &p) {
-                            log::info(
-                                Some(&job),
-                                &format!("removed {} (record.max_total)", old.display()),
-                            );
-                        }
-                        record_path = Some(p);
-                        record_started = Instant::now();
-                    }
-                    Err(e) => log::error(Some(&job), &format!("cannot rotate the record: {e}")),
+    }
+
+    /// Starts a new record once the current one is `record.rotate` old,
+    /// and prunes the job's records to `record.max_total`.
+    fn rotate(&mut self) {
+        let (Some(r), Some(dir)) = (self.plan.record.as_ref(), &self.record_dir) else {
+            return;
+        };
+        if self.record_path.is_none()
+            || self.record_started.elapsed() < Duration::from_micros(r.rotate_us)
+        {
+            return;
+        }
+        let job = &self.job;
+        match open_record(dir, job, self.id, &self.session) {
+            Ok((p, w)) => {
+                if let Err(e) = self.recorder.replace_writer(Some(w)) {
+                    log::warn(Some(job), &format!("closing the previous record: {e}"));
                 }
+                for old in dir.prune(job, r.max_total_bytes, &p) {
+                    log::info(
+                        Some(job),
+                        &format!("removed {} (record.max_total)", old.display()),
+                    );
+                }
+                self.record_path = Some(p);
+                self.record_started = Instant::now();
+            }
+            Err(e) => log::error(Some(job), &format!("cannot rotate the record: {e}")),
+        }
+    }
+
+    /// Ends the session (its record's end, kdamond given back), logs why,
+    /// and leaves the worker's final status.
+    fn end(mut self, ended_by: String) {
+        let job = &self.job;
+        let id = self.id;
+        let ended_short: &'static str = if ended_by.starts_with("failed") {
+            "failed"
+        } else {
+            "ended"
+        };
+        // Counted from after the set-up.
+        let cpu = udamon_session::CpuSpent {
+            total_s: udamon_session::thread_cpu_s() - self.cpu0,
+            wall_s: self.started.elapsed().as_secs_f64(),
+            setup_s: 0.0,
+        };
+        let out = self.record_path.as_ref().map(|p| p.display().to_string());
+        let summary = self.recorder.finish(&mut self.session, &ended_by, out, cpu);
+        if let Ok(mut k) = self.env.kdamond.lock() {
+            if k.as_ref().is_some_and(|(j, i)| j == job && *i == id) {
+                *k = None;
             }
         }
-    };
-    let ended_short: &'static str = if ended_by.starts_with("failed") {
-        "failed"
-    } else {
-        "ended"
-    };
-    // Counted from after the set-up.
-    let cpu = udamon_session::CpuSpent {
-        total_s: udamon_session::thread_cpu_s() - cpu0,
-        wall_s: started.elapsed().as_secs_f64(),
-        setup_s: 0.0,
-    };
-    let out = record_path.as_ref().map(|p| p.display().to_string());
-    let summary = recorder.finish(&mut session, &ended_by, out, cpu);
-    if let Ok(mut k) = env.kdamond.lock() {
-        if k.as_ref().is_some_and(|(j, i)| *j == job && *i == id) {
-            *k = None;
+        if let Err(e) = &summary {
+            log::error(Some(job), &format!("ending the session: {e}"));
         }
+        // A stop asked for, a failure (already logged as an error) and a
+        // process of a set leaving are routine; a single target ending is not.
+        let level =
+            if ended_short == "failed" || ended_by == "interrupted" || self.plan.target.is_set() {
+                log::Level::Info
+            } else {
+                log::Level::Warn
+            };
+        log::log(
+            level,
+            Some(job),
+            "session ended",
+            &[
+                ("pid", self.info.pid.to_string()),
+                ("ended_by", ended_by.clone()),
+            ],
+        );
+        set_worker(self.env, job, id, |w| {
+            w.state = ended_short.into();
+            w.reason = Some(ended_by);
+            w.paused_by.clear();
+        });
     }
-    if let Err(e) = &summary {
-        log::error(Some(&job), &format!("ending the session: {e}"));
-    }
-    // A stop asked for, a failure (already logged as an error) and a
-    // process of a set leaving are routine; a single target ending is not.
-    let level = if ended_short == "failed" || ended_by == "interrupted" || plan.target.is_set() {
-        log::Level::Info
-    } else {
-        log::Level::Warn
-    };
-    log::log(
-        level,
-        Some(&job),
-        "session ended",
-        &[
-            ("pid", info.pid.to_string()),
-            ("ended_by", ended_by.clone()),
-        ],
-    );
-    set_worker(env, &job, id, |w| {
-        w.state = ended_short.into();
-        w.reason = Some(ended_by);
-        w.paused_by.clear();
-    });
 }
 
 fn toggle(list: &mut Vec<&'static str>, g: &'static str, on: bool) {

@@ -9,7 +9,7 @@ use std::path::Path;
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
 
-use crate::status::{ServiceStatus, IDLE_QUANTILES};
+use crate::status::{JobStatus, ServiceStatus, WorkerStatus, IDLE_QUANTILES};
 
 /// The content type of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -181,120 +181,159 @@ impl Machine {
 pub fn render(status: &ServiceStatus, machine: &Machine) -> String {
     let mut f = Families::default();
     for job in &status.jobs {
-        let j = job.name.as_str();
-        let running: Vec<_> = job.workers.values().filter(|w| w.running()).collect();
-        let paths: Vec<&str> = {
-            let mut p: Vec<&str> = job.workers.values().map(|w| w.path.as_str()).collect();
-            p.sort_unstable();
-            p.dedup();
-            p
-        };
-        let path = if paths.is_empty() {
-            "none".to_string()
-        } else {
-            paths.join(",")
-        };
+        render_job(&mut f, job);
+    }
+    render_machine(&mut f, machine);
+    render_service(&mut f, status);
+    let mut out = Vec::new();
+    // Encoding into a Vec fails only on invalid names, which are ours.
+    if let Err(e) = TextEncoder::new().encode(&f.0, &mut out) {
+        return format!("# udamon: cannot encode the metrics: {e}\n");
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// A job's families: its sessions, their memory figures, its guardrails,
+/// its schemes.
+fn render_job(f: &mut Families, job: &JobStatus) {
+    let running: Vec<_> = job.workers.values().filter(|w| w.running()).collect();
+    render_job_sessions(f, job, &running);
+    render_job_memory(f, job, &running);
+    render_job_guardrails(f, job, &running);
+    render_schemes(f, job);
+}
+
+/// The sum of `g` over a job's running sessions.
+fn sum(running: &[&WorkerStatus], g: impl Fn(&WorkerStatus) -> f64) -> f64 {
+    running.iter().map(|w| g(w)).sum::<f64>()
+}
+
+/// A job's state, path, sessions, snapshots, regions and intervals.
+fn render_job_sessions(f: &mut Families, job: &JobStatus, running: &[&WorkerStatus]) {
+    let j = job.name.as_str();
+    let paths: Vec<&str> = {
+        let mut p: Vec<&str> = job.workers.values().map(|w| w.path.as_str()).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    };
+    let path = if paths.is_empty() {
+        "none".to_string()
+    } else {
+        paths.join(",")
+    };
+    f.gauge(
+        "udamon_job_up",
+        "Whether the job monitors now (1) or not (0: its target is gone, or it failed).",
+        &[("udamon_job", j)],
+        f64::from(u8::from(job.up())),
+    );
+    f.gauge(
+        "udamon_job_info",
+        "The job's path and target (value 1).",
+        &[("udamon_job", j), ("path", &path), ("target", &job.target)],
+        1.0,
+    );
+    f.gauge(
+        "udamon_job_sessions",
+        "Sessions of the job that monitor now (one per process for process sets).",
+        &[("udamon_job", j)],
+        running.len() as f64,
+    );
+    let snaps = job.retired_snapshots + job.workers.values().map(|w| w.snapshots).sum::<u64>();
+    f.counter(
+        "udamon_job_snapshots_total",
+        "Aggregation windows seen.",
+        &[("udamon_job", j)],
+        snaps as f64,
+    );
+    f.gauge(
+        "udamon_job_regions",
+        "Monitoring regions in the last snapshot.",
+        &[("udamon_job", j)],
+        sum(running, |w| w.regions as f64),
+    );
+    if let Some(w) = running.first() {
         f.gauge(
-            "udamon_job_up",
-            "Whether the job monitors now (1) or not (0: its target is gone, or it failed).",
+            "udamon_job_sample_interval_seconds",
+            "The sampling interval in use (the tuned one with auto_intervals).",
             &[("udamon_job", j)],
-            f64::from(u8::from(job.up())),
+            w.sample_us as f64 / 1e6,
         );
         f.gauge(
-            "udamon_job_info",
-            "The job's path and target (value 1).",
-            &[("udamon_job", j), ("path", &path), ("target", &job.target)],
-            1.0,
-        );
-        f.gauge(
-            "udamon_job_sessions",
-            "Sessions of the job that monitor now (one per process for process sets).",
+            "udamon_job_aggregation_interval_seconds",
+            "The aggregation interval in use (the tuned one with auto_intervals).",
             &[("udamon_job", j)],
-            running.len() as f64,
+            w.aggr_us as f64 / 1e6,
         );
-        let snaps = job.retired_snapshots + job.workers.values().map(|w| w.snapshots).sum::<u64>();
-        f.counter(
-            "udamon_job_snapshots_total",
-            "Aggregation windows seen.",
-            &[("udamon_job", j)],
-            snaps as f64,
-        );
-        let sum =
-            |g: &dyn Fn(&&crate::status::WorkerStatus) -> f64| running.iter().map(g).sum::<f64>();
-        f.gauge(
-            "udamon_job_regions",
-            "Monitoring regions in the last snapshot.",
-            &[("udamon_job", j)],
-            sum(&|w| w.regions as f64),
-        );
-        if let Some(w) = running.first() {
-            f.gauge(
-                "udamon_job_sample_interval_seconds",
-                "The sampling interval in use (the tuned one with auto_intervals).",
-                &[("udamon_job", j)],
-                w.sample_us as f64 / 1e6,
-            );
-            f.gauge(
-                "udamon_job_aggregation_interval_seconds",
-                "The aggregation interval in use (the tuned one with auto_intervals).",
-                &[("udamon_job", j)],
-                w.aggr_us as f64 / 1e6,
-            );
-        }
-        f.gauge(
-            "udamon_job_wss_bytes",
-            "Working set: bytes of the regions accessed in the last aggregation window.",
-            &[("udamon_job", j)],
-            sum(&|w| w.wss_bytes as f64),
-        );
-        f.gauge(
+    }
+}
+
+/// A job's working set, estimated bandwidth and idle time percentiles.
+fn render_job_memory(f: &mut Families, job: &JobStatus, running: &[&WorkerStatus]) {
+    let j = job.name.as_str();
+    f.gauge(
+        "udamon_job_wss_bytes",
+        "Working set: bytes of the regions accessed in the last aggregation window.",
+        &[("udamon_job", j)],
+        sum(running, |w| w.wss_bytes as f64),
+    );
+    f.gauge(
             "udamon_job_estimated_bandwidth_bytes_per_second",
             "DAMON_STAT's estimated memory bandwidth: sum of region size times accesses per aggregation interval.",
             &[("udamon_job", j)],
-            sum(&|w| w.bandwidth_bytes_per_s),
+            sum(running, |w| w.bandwidth_bytes_per_s),
         );
-        if let Some(q) = job.idle_quantiles() {
-            for (quantile, v) in IDLE_QUANTILES.iter().zip(q) {
-                // "percentile", as DAMON_STAT names them: Prometheus keeps
-                // the "quantile" label for summaries.
-                let p = format!("{}", (quantile * 100.0).round());
-                f.gauge(
+    if let Some(q) = job.idle_quantiles() {
+        for (quantile, v) in IDLE_QUANTILES.iter().zip(q) {
+            // "percentile", as DAMON_STAT names them: Prometheus keeps
+            // the "quantile" label for summaries.
+            let p = format!("{}", (quantile * 100.0).round());
+            f.gauge(
                     "udamon_job_idle_time_seconds",
                     "Idle time of memory by size percentile, as DAMON_STAT's memory_idle_ms_percentiles (negative: accessed, for that long).",
                     &[("udamon_job", j), ("percentile", &p)],
                     v,
                 );
-            }
         }
-        f.gauge(
-            "udamon_job_dry_run",
-            "Whether the job's actions only count what they would do (1).",
-            &[("udamon_job", j)],
-            f64::from(u8::from(job.dry_run)),
-        );
-        for g in ["psi", "rss_share", "bytes_per_second"] {
-            let paused = running.iter().any(|w| w.paused_by.iter().any(|p| p == g));
-            f.gauge(
-                "udamon_job_guardrail_paused",
-                "Whether a guardrail holds the job's actions back now (1).",
-                &[("udamon_job", j), ("guardrail", g)],
-                f64::from(u8::from(paused)),
-            );
-            f.counter(
-                "udamon_job_guardrail_trips_total",
-                "Times a guardrail held the job's actions back.",
-                &[("udamon_job", j), ("guardrail", g)],
-                job.trips.get(g).copied().unwrap_or(0) as f64,
-            );
-        }
-        f.counter(
-            "udamon_job_cpu_seconds_total",
-            "CPU time of the job's sessions (their threads, and their kdamond), in seconds.",
-            &[("udamon_job", j)],
-            job.workers.values().map(|w| w.cpu_s).sum(),
-        );
-        render_schemes(&mut f, job);
     }
+}
+
+/// A job's dry run, guardrails and CPU time.
+fn render_job_guardrails(f: &mut Families, job: &JobStatus, running: &[&WorkerStatus]) {
+    let j = job.name.as_str();
+    f.gauge(
+        "udamon_job_dry_run",
+        "Whether the job's actions only count what they would do (1).",
+        &[("udamon_job", j)],
+        f64::from(u8::from(job.dry_run)),
+    );
+    for g in ["psi", "rss_share", "bytes_per_second"] {
+        let paused = running.iter().any(|w| w.paused_by.iter().any(|p| p == g));
+        f.gauge(
+            "udamon_job_guardrail_paused",
+            "Whether a guardrail holds the job's actions back now (1).",
+            &[("udamon_job", j), ("guardrail", g)],
+            f64::from(u8::from(paused)),
+        );
+        f.counter(
+            "udamon_job_guardrail_trips_total",
+            "Times a guardrail held the job's actions back.",
+            &[("udamon_job", j), ("guardrail", g)],
+            job.trips.get(g).copied().unwrap_or(0) as f64,
+        );
+    }
+    f.counter(
+        "udamon_job_cpu_seconds_total",
+        "CPU time of the job's sessions (their threads, and their kdamond), in seconds.",
+        &[("udamon_job", j)],
+        job.workers.values().map(|w| w.cpu_s).sum(),
+    );
+}
+
+/// The machine's families: NUMA nodes, tiering counters, pressure, page
+/// size, and this process's CPU time and memory.
+fn render_machine(f: &mut Families, machine: &Machine) {
     for (n, used, free) in &machine.nodes {
         let node = n.to_string();
         f.gauge(
@@ -358,6 +397,10 @@ pub fn render(status: &ServiceStatus, machine: &Machine) -> String {
         &[],
         machine.rss_bytes as f64,
     );
+}
+
+/// The service's families: its version and its config reloads.
+fn render_service(f: &mut Families, status: &ServiceStatus) {
     f.gauge(
         "udamon_build_info",
         "The udamon version (value 1).",
@@ -382,15 +425,9 @@ pub fn render(status: &ServiceStatus, machine: &Machine) -> String {
         &[],
         f64::from(u8::from(status.last_reload_ok)),
     );
-    let mut out = Vec::new();
-    // Encoding into a Vec fails only on invalid names, which are ours.
-    if let Err(e) = TextEncoder::new().encode(&f.0, &mut out) {
-        return format!("# udamon: cannot encode the metrics: {e}\n");
-    }
-    String::from_utf8(out).unwrap_or_default()
 }
 
-fn render_schemes(f: &mut Families, job: &crate::status::JobStatus) {
+fn render_schemes(f: &mut Families, job: &JobStatus) {
     use crate::status::SchemeStatus;
     // Per scheme index: totals over every session, and the retired ones.
     let mut by_index: std::collections::BTreeMap<usize, Vec<&SchemeStatus>> = Default::default();

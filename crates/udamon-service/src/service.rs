@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use sd_notify::NotifyState;
 use serde::Serialize;
-use udamon_report::fmt_bytes;
+use udamon_core::units::fmt_bytes;
 use udamon_session::features::probe;
 use udamon_session::{LiveTarget, Spec};
 
-use crate::config::{ConfigError, JobPlan, Plan, TargetPlan};
+use crate::config::{ConfigError, Guardrails, JobPlan, Plan, TargetPlan};
 use crate::job::{matching_pids, Env, Job};
 use crate::log;
 use crate::metrics::psi_some_avg10;
@@ -39,6 +39,18 @@ pub enum ServiceError {
     /// The endpoint, the socket or a record directory could not be set up.
     #[error("{0}")]
     Setup(String),
+}
+
+impl ServiceError {
+    /// A refused config is bad input, a missing capability is one, and a
+    /// setup that failed is a runtime failure.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        match self {
+            ServiceError::Config(_) => udamon_core::ErrorKind::Usage,
+            ServiceError::Capability(_) => udamon_core::ErrorKind::Capability,
+            ServiceError::Setup(_) => udamon_core::ErrorKind::Failure,
+        }
+    }
 }
 
 /// How the service runs.
@@ -231,26 +243,6 @@ fn check_plan(plan: &Plan, opts: &Options) -> Check {
                 Ok((p, b)) => (Ok(p.to_string()), b),
                 Err(e) => (Err(e.to_string()), String::new()),
             };
-            let g = &j.guardrails;
-            let mut guard = Vec::new();
-            if let Some(a) = g.psi_pause_above {
-                guard.push(format!(
-                    "pause above {a}% memory pressure, resume below {}%",
-                    g.psi_resume_below
-                ));
-            }
-            if let Some(b) = g.max_bytes_per_second {
-                guard.push(format!("at most {}/s per action", fmt_bytes(b)));
-            }
-            if let Some(s) = g.max_rss_share_per_minute {
-                guard.push(format!(
-                    "page out at most {:.1}% of RSS a minute",
-                    s * 100.0
-                ));
-            }
-            if g.dry_run {
-                guard.push("dry run: actions only count".into());
-            }
             JobCheck {
                 name: j.name.clone(),
                 target: j.target.label(),
@@ -265,11 +257,7 @@ fn check_plan(plan: &Plan, opts: &Options) -> Check {
                     .zip(&j.scheme_origins)
                     .map(|(s, o)| format!("{} ({o})", udamon_scheme_file::describe(s)))
                     .collect(),
-                guardrails: if guard.is_empty() {
-                    "none".into()
-                } else {
-                    guard.join("; ")
-                },
+                guardrails: describe_guardrails(&j.guardrails),
                 record: j.record.as_ref().map(|r| {
                     format!(
                         "{} (a file per {} s, at most {} in all)",
@@ -289,6 +277,34 @@ fn check_plan(plan: &Plan, opts: &Options) -> Check {
         socket: plan.socket.display().to_string(),
         jobs,
         problems: setup_problems(plan),
+    }
+}
+
+/// A job's guardrails in words, "none" without any.
+fn describe_guardrails(g: &Guardrails) -> String {
+    let mut guard = Vec::new();
+    if let Some(a) = g.psi_pause_above {
+        guard.push(format!(
+            "pause above {a}% memory pressure, resume below {}%",
+            g.psi_resume_below
+        ));
+    }
+    if let Some(b) = g.max_bytes_per_second {
+        guard.push(format!("at most {}/s per action", fmt_bytes(b)));
+    }
+    if let Some(s) = g.max_rss_share_per_minute {
+        guard.push(format!(
+            "page out at most {:.1}% of RSS a minute",
+            s * 100.0
+        ));
+    }
+    if g.dry_run {
+        guard.push("dry run: actions only count".into());
+    }
+    if guard.is_empty() {
+        "none".into()
+    } else {
+        guard.join("; ")
     }
 }
 
@@ -359,49 +375,9 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
     // Signals first: a stop asked for during the start is kept, not fatal.
     let (tx, rx) = channel::<Request>();
     start_signals(tx.clone(), opts.root.clone())?;
-    let mut plan = load(config, opts)?;
-    // Everything --check checks, before anything starts: a job this
-    // machine cannot run stops the start (exit 3) unless it is optional.
-    let checked = check_plan(&plan, opts);
-    match checked.verdict() {
-        Verdict::Ok => {}
-        Verdict::Capability => return Err(ServiceError::Capability(checked.reasons())),
-        Verdict::Usage => {
-            return Err(ServiceError::Config(ConfigError {
-                file: config.display().to_string(),
-                msg: checked.reasons(),
-            }))
-        }
-        Verdict::Setup => return Err(ServiceError::Setup(checked.reasons())),
-    }
-    for j in checked.jobs.iter().filter(|j| j.optional) {
-        if let Err(e) = &j.path {
-            log::warn(
-                Some(&j.name),
-                &format!("optional job skipped: it cannot run on this machine: {e}"),
-            );
-            plan.jobs.retain(|p| p.name != j.name);
-        }
-    }
+    let mut plan = load_checked(config, opts)?;
     clean_up_leftover(&opts.root);
-    let status = Arc::new(Mutex::new(ServiceStatus {
-        version: env!("CARGO_PKG_VERSION").into(),
-        config: config.display().to_string(),
-        pid: std::process::id(),
-        started_unix_s: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        last_reload_ok: true,
-        ..Default::default()
-    }));
-    let env = Env {
-        status: Arc::clone(&status),
-        root: opts.root.clone(),
-        features: Arc::new(probe(&opts.root)),
-        psi: Arc::new(Mutex::new(psi_some_avg10(&opts.root))),
-        kdamond: Arc::new(Mutex::new(None)),
-        start_lock: Arc::new(Mutex::new(())),
-    };
+    let env = service_env(config, opts);
     // Endpoint and socket next: a port in use fails the start, not later.
     let http = match plan.listen {
         Some(addr) => Some(crate::http::Endpoint::start(addr, &env).map_err(|e| {
@@ -433,6 +409,83 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
         jobs.insert(j.name.clone(), Job::start(j.clone(), &env));
     }
     notify(&[NotifyState::Ready, NotifyState::Status("monitoring")]);
+    serve(config, opts, &stop, &rx, &mut plan, &mut jobs, &env);
+    notify(&[NotifyState::Stopping]);
+    log::info(None, "stopping: every job ends its sessions");
+    stop_jobs(jobs, &opts.root);
+    if let Some(h) = http {
+        h.stop();
+    }
+    // Removes the socket udamon made, if it is still that one.
+    drop(ctl);
+    log::info(None, "stopped");
+    Ok(())
+}
+
+/// Loads the config and checks it as `--check` does; a job this machine
+/// cannot run is dropped (logged) when optional.
+fn load_checked(config: &Path, opts: &Options) -> Result<Plan, ServiceError> {
+    let mut plan = load(config, opts)?;
+    // Everything --check checks, before anything starts: a job this
+    // machine cannot run stops the start (exit 3) unless it is optional.
+    let checked = check_plan(&plan, opts);
+    match checked.verdict() {
+        Verdict::Ok => {}
+        Verdict::Capability => return Err(ServiceError::Capability(checked.reasons())),
+        Verdict::Usage => {
+            return Err(ServiceError::Config(ConfigError {
+                file: config.display().to_string(),
+                msg: checked.reasons(),
+            }))
+        }
+        Verdict::Setup => return Err(ServiceError::Setup(checked.reasons())),
+    }
+    for j in checked.jobs.iter().filter(|j| j.optional) {
+        if let Err(e) = &j.path {
+            log::warn(
+                Some(&j.name),
+                &format!("optional job skipped: it cannot run on this machine: {e}"),
+            );
+            plan.jobs.retain(|p| p.name != j.name);
+        }
+    }
+    Ok(plan)
+}
+
+/// The status every job shares, empty, and what the jobs read of the
+/// machine.
+fn service_env(config: &Path, opts: &Options) -> Env {
+    let status = Arc::new(Mutex::new(ServiceStatus {
+        version: env!("CARGO_PKG_VERSION").into(),
+        config: config.display().to_string(),
+        pid: std::process::id(),
+        started_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        last_reload_ok: true,
+        ..Default::default()
+    }));
+    Env {
+        status,
+        root: opts.root.clone(),
+        features: Arc::new(probe(&opts.root)),
+        psi: Arc::new(Mutex::new(psi_some_avg10(&opts.root))),
+        kdamond: Arc::new(Mutex::new(None)),
+        start_lock: Arc::new(Mutex::new(())),
+    }
+}
+
+/// The service's loop until a stop: requests (reloads), the pressure
+/// reading every 2 s, the watchdog's pings.
+fn serve(
+    config: &Path,
+    opts: &Options,
+    stop: &AtomicBool,
+    rx: &Receiver<Request>,
+    plan: &mut Plan,
+    jobs: &mut BTreeMap<String, Job>,
+    env: &Env,
+) {
     let mut watchdog_us = 0;
     let watchdog = sd_notify::watchdog_enabled(false, &mut watchdog_us);
     let mut last_ping = Instant::now();
@@ -444,7 +497,7 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(Request::Stop) => break,
             Ok(Request::Reload(reply)) => {
-                let r = reload(config, opts, &mut plan, &mut jobs, &env);
+                let r = reload(config, opts, plan, jobs, env);
                 if let Some(reply) = reply {
                     let _ = reply.send(r);
                 }
@@ -462,8 +515,11 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
             notify(&[NotifyState::Watchdog]);
         }
     }
-    notify(&[NotifyState::Stopping]);
-    log::info(None, "stopping: every job ends its sessions");
+}
+
+/// Stops every job and waits for them, turning our kdamond off when a
+/// session has not stopped after a grace period.
+fn stop_jobs(jobs: BTreeMap<String, Job>, root: &Path) {
     for j in jobs.values() {
         j.request_stop();
     }
@@ -471,7 +527,7 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
     // waits for every scheme to be applied once) would hold the stop up:
     // after a grace period, turn our kdamond off, which ends the request.
     let stopped = Arc::new(AtomicBool::new(false));
-    let (flag, root) = (Arc::clone(&stopped), opts.root.clone());
+    let (flag, root) = (Arc::clone(&stopped), root.to_path_buf());
     std::thread::spawn(move || {
         std::thread::sleep(STOP_GRACE);
         if !flag.load(Ordering::SeqCst)
@@ -491,13 +547,6 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
         j.stop();
     }
     stopped.store(true, Ordering::SeqCst);
-    if let Some(h) = http {
-        h.stop();
-    }
-    // Removes the socket udamon made, if it is still that one.
-    drop(ctl);
-    log::info(None, "stopped");
-    Ok(())
 }
 
 /// Re-reads the config and applies the difference; a config that fails

@@ -12,8 +12,9 @@ use std::fs;
 use std::path::Path;
 
 use serde::Serialize;
+use udamon_core::schemes::{Action, FilterType, GoalMetric};
+use udamon_core::units::fmt_bytes;
 use udamon_kdamon::{needs_for_entry, needs_for_keyword};
-use udamon_report::fmt_bytes;
 
 #[derive(Debug, Serialize)]
 pub struct Feature {
@@ -141,20 +142,21 @@ const GATED: [(&str, &str, &str); 6] = [
 ];
 /// Quota goal metrics udamon uses, each with the file that came with it.
 const METRICS: [(&str, &str, &str); 4] = [
-    ("user_input", SCHEME, "quotas/goals"),
-    ("some_mem_psi_us", GOAL, "target_metric"),
-    ("node_mem_used_bp", GOAL, "nid"),
-    ("node_mem_free_bp", GOAL, "nid"),
+    (GoalMetric::UserInput.name(), SCHEME, "quotas/goals"),
+    (GoalMetric::SomeMemPsiUs.name(), GOAL, "target_metric"),
+    (GoalMetric::NodeMemUsedBp.name(), GOAL, "nid"),
+    (GoalMetric::NodeMemFreeBp.name(), GOAL, "nid"),
 ];
+/// Filter types in the order the kernel added them.
 const FILTER_TYPES: [&str; 8] = [
-    "anon",
-    "memcg",
-    "addr",
-    "target",
-    "young",
-    "hugepage_size",
-    "unmapped",
-    "active",
+    FilterType::Anon.name(),
+    FilterType::Memcg.name(),
+    FilterType::Addr.name(),
+    FilterType::Target.name(),
+    FilterType::Young.name(),
+    FilterType::HugepageSize.name(),
+    FilterType::Unmapped.name(),
+    FilterType::Active.name(),
 ];
 const OPS: [&str; 3] = ["vaddr", "fvaddr", "paddr"];
 
@@ -573,6 +575,9 @@ pub fn probe(root: &Path) -> Features {
     }];
     damon.rows(&m, &mut f);
     let damon_ops = damon.ops_sets(&m).map(|(sets, _)| sets);
+    let foreign = foreign_kdamonds(&m);
+
+    // The other rows, in the order they are shown (the node lists give two).
     let mut row = |name, (available, detail): (bool, String)| {
         f.push(Feature {
             name,
@@ -580,7 +585,34 @@ pub fn probe(root: &Path) -> Features {
             detail,
         })
     };
+    row("idle_page_bitmap", idle_page_bitmap_row(&m));
+    row("pagemap_pfn", pagemap_pfn_row(&m));
+    row("soft_dirty", soft_dirty_row(&m));
+    row("pagemap_scan", pagemap_scan_row(&m));
+    row("process_madvise", process_madvise_row(&m));
+    let (move_pages, numa) = numa_rows(&m);
+    row("move_pages", move_pages);
+    row("numa", numa);
+    row("transparent_hugepage", transparent_hugepage_row(&m));
+    row("swap", swap_row(&m));
+    row("psi", psi_row(&m));
+    row("cgroup_v2", cgroup_v2_row(&m));
 
+    Features {
+        kernel,
+        kernel_config: cfg_src,
+        features: f,
+        foreign_kdamonds: foreign,
+        damon_modules: damon_modules(root),
+        damon_ops,
+    }
+}
+
+/// Every kdamond in the sysfs tree, in index order. Kdamond 0, the one a
+/// udamon run creates, carries that run when the claim proves it udamon's
+/// (the run still going, or dead and leaving it).
+fn foreign_kdamonds(m: &Machine) -> Vec<Kdamond> {
+    let root = m.root;
     // kdamonds someone else runs (or a udamon run, which its claim proves).
     let verdict = udamon_kdamon::claim::judge(root, &|pid| udamon_proc::start_time(root, pid));
     let (udamon_pid, udamon_running) = match &verdict {
@@ -606,122 +638,128 @@ pub fn probe(root: &Path) -> Features {
             });
         }
     }
+    foreign
+}
 
+/// The idle_page_bitmap row: the bitmap present, and readable by us.
+fn idle_page_bitmap_row(m: &Machine) -> (bool, String) {
     let idle = "/sys/kernel/mm/page_idle/bitmap";
-    row(
-        "idle_page_bitmap",
-        if !m.exists(idle) {
-            (
-                false,
-                format!("no {idle} (needs CONFIG_IDLE_PAGE_TRACKING)"),
-            )
-        } else if fs::File::open(root.join(&idle[1..])).is_ok() {
-            (true, format!("{idle} present and readable"))
-        } else {
-            (
-                false,
-                format!("{idle} present but not readable (needs root)"),
-            )
-        },
-    );
+    if !m.exists(idle) {
+        (
+            false,
+            format!("no {idle} (needs CONFIG_IDLE_PAGE_TRACKING)"),
+        )
+    } else if fs::File::open(m.root.join(&idle[1..])).is_ok() {
+        (true, format!("{idle} present and readable"))
+    } else {
+        (
+            false,
+            format!("{idle} present but not readable (needs root)"),
+        )
+    }
+}
 
-    row(
-        "pagemap_pfn",
-        match pagemap_pfn_visible(root) {
-            Some(true) => (true, "/proc/self/pagemap shows page frame numbers".into()),
-            Some(false) => (
-                false,
-                "/proc/self/pagemap hides page frame numbers (needs root or CAP_SYS_ADMIN)".into(),
-            ),
-            None => (
-                false,
-                "/proc/self/pagemap is not readable (needs CONFIG_PROC_PAGE_MONITOR)".into(),
-            ),
-        },
-    );
+/// The pagemap_pfn row: whether our own pagemap shows frame numbers.
+fn pagemap_pfn_row(m: &Machine) -> (bool, String) {
+    match pagemap_pfn_visible(m.root) {
+        Some(true) => (true, "/proc/self/pagemap shows page frame numbers".into()),
+        Some(false) => (
+            false,
+            "/proc/self/pagemap hides page frame numbers (needs root or CAP_SYS_ADMIN)".into(),
+        ),
+        None => (
+            false,
+            "/proc/self/pagemap is not readable (needs CONFIG_PROC_PAGE_MONITOR)".into(),
+        ),
+    }
+}
 
-    row(
-        "soft_dirty",
-        match m.config("CONFIG_MEM_SOFT_DIRTY") {
-            Some(true) => (
-                true,
-                "CONFIG_MEM_SOFT_DIRTY set (write-only monitoring)".into(),
-            ),
-            Some(false) => (
-                false,
-                "CONFIG_MEM_SOFT_DIRTY not set (write-only monitoring needs it)".into(),
-            ),
-            None => (
-                false,
-                "unknown: no kernel config to check (write-only monitoring needs \
+/// The soft_dirty row, by the kernel config.
+fn soft_dirty_row(m: &Machine) -> (bool, String) {
+    match m.config("CONFIG_MEM_SOFT_DIRTY") {
+        Some(true) => (
+            true,
+            "CONFIG_MEM_SOFT_DIRTY set (write-only monitoring)".into(),
+        ),
+        Some(false) => (
+            false,
+            "CONFIG_MEM_SOFT_DIRTY not set (write-only monitoring needs it)".into(),
+        ),
+        None => (
+            false,
+            "unknown: no kernel config to check (write-only monitoring needs \
                  CONFIG_MEM_SOFT_DIRTY)"
-                    .into(),
-            ),
-        },
-    );
+                .into(),
+        ),
+    }
+}
 
-    row(
-        "pagemap_scan",
-        match m.at_least((6, 7)) {
-            Some(true) => (
+/// The pagemap_scan row, by the kernel version.
+fn pagemap_scan_row(m: &Machine) -> (bool, String) {
+    match m.at_least((6, 7)) {
+        Some(true) => (
+            true,
+            format!(
+                "PAGEMAP_SCAN by kernel version {}: --mode enhanced fits regions to a \
+                     process's populated memory",
+                m.version_str()
+            ),
+        ),
+        Some(false) => (
+            false,
+            format!(
+                "needs Linux 6.7+ (kernel version {}): --mode enhanced then monitors whole \
+                     mappings, as the kernel's mode does",
+                m.version_str()
+            ),
+        ),
+        None => (
+            false,
+            "unknown: no kernel version (needs Linux 6.7+)".into(),
+        ),
+    }
+}
+
+/// The process_madvise row: the advice udamon sends, by kernel version and
+/// config.
+fn process_madvise_row(m: &Machine) -> (bool, String) {
+    let pm = "Linux 5.10+ with CONFIG_ADVISE_SYSCALLS";
+    match (m.at_least((5, 10)), m.config("CONFIG_ADVISE_SYSCALLS")) {
+        (_, Some(false)) => (
+            false,
+            format!("CONFIG_ADVISE_SYSCALLS not set (needs {pm})"),
+        ),
+        (Some(true), _) => {
+            let collapse = "Linux 6.1+ with CONFIG_TRANSPARENT_HUGEPAGE";
+            let advice = [
+                (Action::Pageout.name(), None),
+                (Action::Cold.name(), None),
+                (Action::Willneed.name(), None),
+                (
+                    Action::Collapse.name(),
+                    (m.meets(collapse) == Some(false)).then_some(collapse),
+                ),
+            ];
+            (
                 true,
                 format!(
-                    "PAGEMAP_SCAN by kernel version {}: --mode enhanced fits regions to a \
-                     process's populated memory",
-                    m.version_str()
+                    "{}; by kernel version {}, {}; other processes need CAP_SYS_NICE",
+                    listing(&advice),
+                    m.version_str(),
+                    m.config_word("CONFIG_ADVISE_SYSCALLS")
                 ),
-            ),
-            Some(false) => (
-                false,
-                format!(
-                    "needs Linux 6.7+ (kernel version {}): --mode enhanced then monitors whole \
-                     mappings, as the kernel's mode does",
-                    m.version_str()
-                ),
-            ),
-            None => (
-                false,
-                "unknown: no kernel version (needs Linux 6.7+)".into(),
-            ),
-        },
-    );
+            )
+        }
+        _ => (
+            false,
+            format!("needs {pm}; kernel version {}", m.version_str()),
+        ),
+    }
+}
 
-    let pm = "Linux 5.10+ with CONFIG_ADVISE_SYSCALLS";
-    row(
-        "process_madvise",
-        match (m.at_least((5, 10)), m.config("CONFIG_ADVISE_SYSCALLS")) {
-            (_, Some(false)) => (
-                false,
-                format!("CONFIG_ADVISE_SYSCALLS not set (needs {pm})"),
-            ),
-            (Some(true), _) => {
-                let collapse = "Linux 6.1+ with CONFIG_TRANSPARENT_HUGEPAGE";
-                let advice = [
-                    ("pageout", None),
-                    ("cold", None),
-                    ("willneed", None),
-                    (
-                        "collapse",
-                        (m.meets(collapse) == Some(false)).then_some(collapse),
-                    ),
-                ];
-                (
-                    true,
-                    format!(
-                        "{}; by kernel version {}, {}; other processes need CAP_SYS_NICE",
-                        listing(&advice),
-                        m.version_str(),
-                        m.config_word("CONFIG_ADVISE_SYSCALLS")
-                    ),
-                )
-            }
-            _ => (
-                false,
-                format!("needs {pm}; kernel version {}", m.version_str()),
-            ),
-        },
-    );
-
+/// The move_pages and numa rows, in that order, from the node lists under
+/// `/sys/devices/system/node` (and the memory tiers, for numa).
+fn numa_rows(m: &Machine) -> ((bool, String), (bool, String)) {
     let node = "/sys/devices/system/node";
     let online = m.read(&format!("{node}/online"));
     let has_memory = m.read(&format!("{node}/has_memory"));
@@ -735,69 +773,67 @@ pub fn probe(root: &Path) -> Features {
     let mem_list = parse_list(&memory);
     let mem_nodes = mem_list.clone().unwrap_or_default();
     let numa = m.config("CONFIG_NUMA").unwrap_or(online.is_some());
-    row(
-        "move_pages",
-        if !numa || m.config("CONFIG_MIGRATION") == Some(false) {
-            (
-                false,
-                format!(
-                    "needs CONFIG_NUMA and CONFIG_MIGRATION ({}, {})",
-                    m.config_word("CONFIG_NUMA"),
-                    m.config_word("CONFIG_MIGRATION")
-                ),
-            )
-        } else if let Err(e) = &mem_list {
-            (false, format!("{node}/{mem_file}: {e}"))
-        } else if mem_nodes.len() < 2 {
-            (
-                false,
-                format!(
-                    "needs 2+ NUMA nodes with memory to move pages between; nodes with memory: {}",
-                    if memory.is_empty() { "none" } else { &memory }
-                ),
-            )
-        } else {
-            (
-                true,
-                format!(
-                    "nodes with memory {memory}; {}, {}",
-                    m.config_word("CONFIG_NUMA"),
-                    m.config_word("CONFIG_MIGRATION")
-                ),
-            )
-        },
-    );
-    row(
-        "numa",
-        match online.as_deref().map(parse_list) {
-            None => (false, format!("no {node} (needs CONFIG_NUMA)")),
-            Some(Err(e)) => (false, format!("{node}/online: {e}")),
-            Some(Ok(ids)) => {
-                let nodes: Vec<String> = ids
-                    .into_iter()
-                    .map(|n| {
-                        let cpus = m
-                            .read(&format!("{node}/node{n}/cpulist"))
-                            .filter(|c| !c.is_empty())
-                            .map_or("no cpus".into(), |c| format!("cpus {c}"));
-                        let mem = if mem_nodes.contains(&n) {
-                            "memory"
-                        } else {
-                            "no memory"
-                        };
-                        format!("node {n} ({cpus}, {mem})")
-                    })
-                    .collect();
-                let mut detail = nodes.join(", ");
-                let tiers = memory_tiers(root);
-                if !tiers.is_empty() {
-                    detail += &format!("; memory tiers: {}", tiers.join(", "));
-                }
-                (true, detail)
+    let move_pages = if !numa || m.config("CONFIG_MIGRATION") == Some(false) {
+        (
+            false,
+            format!(
+                "needs CONFIG_NUMA and CONFIG_MIGRATION ({}, {})",
+                m.config_word("CONFIG_NUMA"),
+                m.config_word("CONFIG_MIGRATION")
+            ),
+        )
+    } else if let Err(e) = &mem_list {
+        (false, format!("{node}/{mem_file}: {e}"))
+    } else if mem_nodes.len() < 2 {
+        (
+            false,
+            format!(
+                "needs 2+ NUMA nodes with memory to move pages between; nodes with memory: {}",
+                if memory.is_empty() { "none" } else { &memory }
+            ),
+        )
+    } else {
+        (
+            true,
+            format!(
+                "nodes with memory {memory}; {}, {}",
+                m.config_word("CONFIG_NUMA"),
+                m.config_word("CONFIG_MIGRATION")
+            ),
+        )
+    };
+    let numa = match online.as_deref().map(parse_list) {
+        None => (false, format!("no {node} (needs CONFIG_NUMA)")),
+        Some(Err(e)) => (false, format!("{node}/online: {e}")),
+        Some(Ok(ids)) => {
+            let nodes: Vec<String> = ids
+                .into_iter()
+                .map(|n| {
+                    let cpus = m
+                        .read(&format!("{node}/node{n}/cpulist"))
+                        .filter(|c| !c.is_empty())
+                        .map_or("no cpus".into(), |c| format!("cpus {c}"));
+                    let mem = if mem_nodes.contains(&n) {
+                        "memory"
+                    } else {
+                        "no memory"
+                    };
+                    format!("node {n} ({cpus}, {mem})")
+                })
+                .collect();
+            let mut detail = nodes.join(", ");
+            let tiers = memory_tiers(m.root);
+            if !tiers.is_empty() {
+                detail += &format!("; memory tiers: {}", tiers.join(", "));
             }
-        },
-    );
+            (true, detail)
+        }
+    };
+    (move_pages, numa)
+}
 
+/// The transparent_hugepage row: its enabled and defrag modes.
+fn transparent_hugepage_row(m: &Machine) -> (bool, String) {
     let thp = |f: &str| {
         m.read(&format!("/sys/kernel/mm/transparent_hugepage/{f}"))
             .map(|s| {
@@ -807,95 +843,82 @@ pub fn probe(root: &Path) -> Features {
                     .map_or(s.clone(), String::from)
             })
     };
-    row(
-        "transparent_hugepage",
-        match (thp("enabled"), thp("defrag")) {
-            (None, _) => (
-                false,
-                "no /sys/kernel/mm/transparent_hugepage (needs CONFIG_TRANSPARENT_HUGEPAGE)".into(),
-            ),
-            (Some(e), d) => (
-                true,
-                format!("enabled {e}") + &d.map_or(String::new(), |d| format!(", defrag {d}")),
-            ),
-        },
-    );
+    match (thp("enabled"), thp("defrag")) {
+        (None, _) => (
+            false,
+            "no /sys/kernel/mm/transparent_hugepage (needs CONFIG_TRANSPARENT_HUGEPAGE)".into(),
+        ),
+        (Some(e), d) => (
+            true,
+            format!("enabled {e}") + &d.map_or(String::new(), |d| format!(", defrag {d}")),
+        ),
+    }
+}
 
-    row(
-        "swap",
-        match m.read("/proc/swaps") {
-            None => (false, "no /proc/swaps (needs CONFIG_SWAP)".into()),
-            Some(s) => {
-                let devs: Vec<String> = s
-                    .lines()
-                    .skip(1)
-                    .filter_map(|l| {
-                        let w: Vec<&str> = l.split_whitespace().collect();
-                        let kib =
-                            |i: usize| w.get(i)?.parse::<u64>().ok().map(|k| fmt_bytes(k * 1024));
-                        Some(format!(
-                            "{} {} {}, {} used",
-                            w[0],
-                            w.get(1)?,
-                            kib(2)?,
-                            kib(3)?
-                        ))
-                    })
-                    .collect();
-                match devs.is_empty() {
-                    true => (
-                        false,
-                        "no swap device in /proc/swaps (paging out anonymous memory needs \
+/// The swap row: each swap device in `/proc/swaps`, with its size and use.
+fn swap_row(m: &Machine) -> (bool, String) {
+    match m.read("/proc/swaps") {
+        None => (false, "no /proc/swaps (needs CONFIG_SWAP)".into()),
+        Some(s) => {
+            let devs: Vec<String> = s
+                .lines()
+                .skip(1)
+                .filter_map(|l| {
+                    let w: Vec<&str> = l.split_whitespace().collect();
+                    let kib = |i: usize| w.get(i)?.parse::<u64>().ok().map(|k| fmt_bytes(k * 1024));
+                    Some(format!(
+                        "{} {} {}, {} used",
+                        w[0],
+                        w.get(1)?,
+                        kib(2)?,
+                        kib(3)?
+                    ))
+                })
+                .collect();
+            match devs.is_empty() {
+                true => (
+                    false,
+                    "no swap device in /proc/swaps (paging out anonymous memory needs \
                          one: mkswap and swapon)"
-                            .into(),
-                    ),
-                    false => (true, devs.join("; ")),
-                }
+                        .into(),
+                ),
+                false => (true, devs.join("; ")),
             }
-        },
-    );
+        }
+    }
+}
 
+/// The psi row: memory pressure stall information, and why it is missing.
+fn psi_row(m: &Machine) -> (bool, String) {
     let psi = "/proc/pressure/memory";
-    row(
-        "psi",
-        if m.exists(psi) {
-            (true, format!("{psi} present"))
-        } else if m.config("CONFIG_PSI") == Some(true) {
-            (
-                false,
-                format!("no {psi}: CONFIG_PSI set but PSI is off (needs the psi=1 boot option)"),
-            )
-        } else {
-            (
-                false,
-                format!("no {psi} (needs Linux 4.20+ with CONFIG_PSI)"),
-            )
-        },
-    );
+    if m.exists(psi) {
+        (true, format!("{psi} present"))
+    } else if m.config("CONFIG_PSI") == Some(true) {
+        (
+            false,
+            format!("no {psi}: CONFIG_PSI set but PSI is off (needs the psi=1 boot option)"),
+        )
+    } else {
+        (
+            false,
+            format!("no {psi} (needs Linux 4.20+ with CONFIG_PSI)"),
+        )
+    }
+}
 
-    row(
-        "cgroup_v2",
-        match m.read("/sys/fs/cgroup/cgroup.controllers") {
-            Some(c) => (
-                true,
-                format!("unified hierarchy at /sys/fs/cgroup, controllers: {c}"),
-            ),
-            None => (
-                false,
-                "/sys/fs/cgroup is not a cgroup v2 mount (needs cgroup2 mounted there: \
+/// The cgroup_v2 row: the unified hierarchy at `/sys/fs/cgroup`.
+fn cgroup_v2_row(m: &Machine) -> (bool, String) {
+    match m.read("/sys/fs/cgroup/cgroup.controllers") {
+        Some(c) => (
+            true,
+            format!("unified hierarchy at /sys/fs/cgroup, controllers: {c}"),
+        ),
+        None => (
+            false,
+            "/sys/fs/cgroup is not a cgroup v2 mount (needs cgroup2 mounted there: \
                  CONFIG_CGROUPS, systemd.unified_cgroup_hierarchy=1)"
-                    .into(),
-            ),
-        },
-    );
-
-    Features {
-        kernel,
-        kernel_config: cfg_src,
-        features: f,
-        foreign_kdamonds: foreign,
-        damon_modules: damon_modules(root),
-        damon_ops,
+                .into(),
+        ),
     }
 }
 

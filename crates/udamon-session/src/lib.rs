@@ -4,7 +4,9 @@
 //! soft-dirty bits, or our engine over the simulator), the schemes that act
 //! on it, and the stream of what happens ([`Event`]). `udamon record`,
 //! `udamon apply` and the service (`udamon run`) all drive a [`Session`];
-//! [`Recorder`] writes its record.
+//! [`Recorder`] writes its record. [`sim`] drives a simulated run to its
+//! end in one call (`record --sim`, `apply --sim`, the tuner's runs), and
+//! prepares the simulated workload a stepped session runs too.
 //!
 //! The feature probe ([`features`]) lives here, next to the path choice it
 //! informs. Nothing here installs signal handlers or prints to stdout: the
@@ -15,6 +17,7 @@ pub mod features;
 mod live;
 mod recorder;
 mod schemes;
+pub mod sim;
 pub mod topology;
 
 pub use live::{

@@ -21,10 +21,11 @@ use udamon_proc::{
     proc_field, system_ram, unsupported_reason, AccessMode, Paced, PaddrOps, ProcError, ProcOps,
 };
 use udamon_record::{Header, SimInfo, TargetInfo};
-use udamon_sim::{build_engine, Model, MonitorKind, SimOps, Workload};
+use udamon_sim::{MonitorKind, SimOps};
 
 use crate::features::{probe, Features};
 use crate::schemes::{scheme_reports, SchemeReport};
+use crate::sim;
 use crate::SessionError;
 
 type Result<T> = std::result::Result<T, SessionError>;
@@ -734,21 +735,16 @@ impl Session {
                 speed.unwrap_or_default()
             )));
         }
-        let workload =
-            Workload::from_toml(text, origin).map_err(|e| SessionError::Usage(e.to_string()))?;
-        let seed = seed.or(workload.seed).unwrap_or(0);
-        let name = workload.name.clone();
-        let model = Arc::new(Model::new(workload));
-        let mut e = build_engine(
-            &model,
-            spec.attrs,
-            seed,
-            MonitorKind::adaptive(spec.attrs.mode),
-        )
-        .map_err(|e| SessionError::Usage(format!("cannot monitor {origin}: {e}")))?;
-        e.ops_mut().set_soft_dirty_reset(spec.softdirty_reset);
-        e.set_schemes(spec.schemes.clone());
-        e.set_dry_run(spec.dry_run);
+        let usage = |e: &dyn std::fmt::Display| SessionError::Usage(e.to_string());
+        let prepared = sim::Prepared::from_spec(text, origin, seed, None).map_err(|e| usage(&e))?;
+        let setup = sim::Setup {
+            schemes: spec.schemes.clone(),
+            dry_run: spec.dry_run,
+            softdirty_reset: spec.softdirty_reset,
+            ..sim::Setup::adaptive(spec.attrs)
+        };
+        let e = sim::engine(&prepared, &setup).map_err(|e| usage(&e))?;
+        let (seed, name) = (prepared.seed, prepared.workload().name.clone());
         Ok(Session {
             live: Live::Sim(Box::new(Sim {
                 engine: e,

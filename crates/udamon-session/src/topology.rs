@@ -462,12 +462,10 @@ mod tests {
         };
         let schemes = tiering_schemes(&topo, Space::Virtual, &p).unwrap();
         let attrs = udamon_core::Attrs {
-            intervals_goal: udamon_core::IntervalsGoal {
-                access_bp: 400,
-                aggrs: 3,
-                min_sample_us: 5_000,
-                max_sample_us: 10_000_000,
-            },
+            intervals_goal: udamon_core::IntervalsGoal::recommended(
+                400,
+                udamon_core::Attrs::default().sample_us,
+            ),
             ..udamon_core::Attrs::default()
         };
         let model = Arc::new(udamon_sim::Model::new(w));

@@ -23,16 +23,21 @@
 
 use std::collections::BTreeMap;
 
+use udamon_core::units::{fmt_time_us, human_size, Human};
 use udamon_core::{AddrRange, Attrs};
 
 use crate::machine::{Cell, MAX_STEP_US};
 use crate::model::{Piece, Seg};
 use crate::spec::{Phase, Sweep, Workload};
-use crate::units::{format_bytes, format_duration_us};
 use crate::SpecError;
 
 /// The most memory the simulator's model may need for a run: 1 GiB.
 pub const MODEL_MEMORY_BOUND: u64 = 1 << 30;
+
+/// Bytes as the bounds' messages write them: `1 GiB`, `21.5 GiB`.
+fn format_bytes(b: u128) -> String {
+    human_size(b, Human::Trimmed)
+}
 
 /// The most steps the simulated machine may take for one sample: a
 /// sampling interval of at most 3 h (in steps of 10 ms).
@@ -114,13 +119,13 @@ fn check_with(w: &Workload, attrs: &Attrs, per_piece: u128) -> Result<(), Bounds
     if g.aggrs != 0 && g.max_sample_us > attrs.sample_us {
         intervals.push(("intervals goal max_sample", g.max_sample_us));
     }
-    let cycle = format_duration_us(w.cycle_us());
+    let cycle = fmt_time_us(w.cycle_us());
     for (what, us) in intervals {
         let need = base + w.max_pieces(us) * per_piece;
         if need > u128::from(MODEL_MEMORY_BOUND) {
             return Err(BoundsError {
                 what: what.into(),
-                value: format_duration_us(us),
+                value: fmt_time_us(us),
                 reason: format!(
                     "the simulator's model would need {} (at most {})",
                     format_bytes(need),
@@ -137,15 +142,15 @@ fn check_with(w: &Workload, attrs: &Attrs, per_piece: u128) -> Result<(), Bounds
         if steps > MAX_STEPS_PER_SAMPLE {
             return Err(BoundsError {
                 what: what.into(),
-                value: format_duration_us(us),
+                value: fmt_time_us(us),
                 reason: format!(
                     "the simulated machine would advance {steps} steps of {} for each sample \
                      (at most {MAX_STEPS_PER_SAMPLE})",
-                    format_duration_us(MAX_STEP_US)
+                    fmt_time_us(MAX_STEP_US)
                 ),
                 fix: format!(
                     "give a shorter interval (at most {})",
-                    format_duration_us(MAX_STEPS_PER_SAMPLE * MAX_STEP_US)
+                    fmt_time_us(MAX_STEPS_PER_SAMPLE * MAX_STEP_US)
                 ),
             });
         }
@@ -307,7 +312,11 @@ fn phase_bytes(p: &Phase, page: u64) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::parse_duration_us;
+    use udamon_core::units::{parse_duration_us, Fraction};
+
+    fn us(s: &str) -> u64 {
+        parse_duration_us(s, Fraction::Round).unwrap()
+    }
 
     fn workload(spec: &str) -> Workload {
         Workload::from_toml(spec, "test").unwrap()
@@ -315,9 +324,9 @@ mod tests {
 
     fn attrs(sample: &str, aggr: &str) -> Attrs {
         Attrs {
-            sample_us: parse_duration_us(sample).unwrap(),
-            aggr_us: parse_duration_us(aggr).unwrap(),
-            update_us: parse_duration_us(aggr).unwrap(),
+            sample_us: us(sample),
+            aggr_us: us(aggr),
+            update_us: us(aggr),
             ..Attrs::default()
         }
     }
@@ -412,7 +421,7 @@ mod tests {
         a.intervals_goal.aggrs = 3;
         a.intervals_goal.access_bp = 400;
         a.intervals_goal.min_sample_us = 1;
-        a.intervals_goal.max_sample_us = parse_duration_us("1000000h").unwrap();
+        a.intervals_goal.max_sample_us = us("1000000h");
         let e = check_bounds(&w, &a).unwrap_err();
         assert_eq!(e.what, "intervals goal max_sample");
         assert_eq!(e.value, "1000000h");

@@ -50,7 +50,7 @@ mod ops;
 mod spec;
 mod tier;
 mod truth;
-pub mod units;
+mod units;
 
 use std::sync::Arc;
 
@@ -179,6 +179,11 @@ pub struct SpecError {
 }
 
 impl SpecError {
+    /// A spec is the user's input: always bad input.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        udamon_core::ErrorKind::Usage
+    }
+
     pub(crate) fn at(origin: &str, line: usize, col: usize, msg: String) -> Self {
         Self {
             origin: origin.to_string(),

@@ -666,221 +666,175 @@ impl Machine {
             .collect();
         let has_young = filters.iter().any(|f| matches!(f.kind, FilterKind::Young));
         let action = scheme.action;
-        let unit_cost = self.cfg.spec.action_cost(action) * self.cfg.pagef;
-        let walk_cost = self.cfg.spec.walk_cost_us_per_byte * self.cfg.pagef;
-        let now_f = now as f64;
-        let (mut applied, mut passed, mut cost) = (0.0f64, 0.0f64, 0.0f64);
+        let mut ap = Applying {
+            target_nid: scheme.target_nid,
+            filters,
+            action,
+            unit_cost: self.cfg.spec.action_cost(action) * self.cfg.pagef,
+            walk_cost: self.cfg.spec.walk_cost_us_per_byte * self.cfg.pagef,
+            now_f: now as f64,
+            applied: 0.0,
+            passed: 0.0,
+            cost: 0.0,
+        };
         let mut at = lo;
         while let Some((&start, _)) = self.cells.range(at..hi).next() {
             let young = if has_young {
                 let y = self.is_young(model, start, now);
-                self.cells.get_mut(&start).expect("cell").young_clear_us = now_f;
+                self.cells.get_mut(&start).expect("cell").young_clear_us = ap.now_f;
                 y
             } else {
                 false
             };
-            let cfg = &self.cfg;
-            let acc = &mut self.acc;
-            let cell = self.cells.get_mut(&start).expect("cell");
-            let end = cell.end;
-            at = end;
-            let n = (end - start) as f64 / cfg.pagef;
-            let res = cell.resident();
-            let anon = !cfg.files[cell.obj as usize];
-            let active = res > EPS && now_f - cell.lru_us < ACTIVE_AGE_US;
-            let folio = |size| Folio {
-                anon,
-                young,
-                active,
-                size,
-            };
-            let pass_h = filters_pass(&filters, &folio(HUGE_PAGE));
-            let pass_s = filters_pass(&filters, &folio(page));
-            let (ph, ps) = (
-                if pass_h { cell.huge } else { 0.0 },
-                if pass_s { cell.small } else { 0.0 },
-            );
-            let passed_res = ph + ps;
-            // Range-wide state follows the majority of the resident pages.
-            let majority = if res > EPS {
-                passed_res * 2.0 >= res
-            } else {
-                pass_s
-            };
-            cost += walk_cost * res;
-            let node = cell.node as usize;
-            #[allow(unreachable_patterns)]
-            match action {
-                Action::Pageout => {
-                    passed += passed_res;
-                    if !cell.mlocked && passed_res > EPS {
-                        cell.huge -= ph;
-                        cell.small -= ps;
-                        cell.swapped += passed_res;
-                        acc.rss -= passed_res;
-                        acc.node_used[node] -= passed_res;
-                        applied += passed_res;
-                        cost += unit_cost * passed_res;
-                    }
-                }
-                Action::Cold | Action::LruDeprio => {
-                    passed += passed_res;
-                    if majority && res > EPS && !cell.mlocked {
-                        self.lru_floor -= 1.0;
-                        cell.lru_us = self.lru_floor;
-                        applied += passed_res;
-                        cost += unit_cost * passed_res;
-                    }
-                }
-                Action::LruPrio => {
-                    passed += passed_res;
-                    if majority && res > EPS {
-                        cell.lru_us = now_f;
-                        applied += passed_res;
-                        cost += unit_cost * passed_res;
-                    }
-                }
-                Action::Willneed => {
-                    // Acts on pages that are not resident: they pass the
-                    // filters as base pages, neither young nor active.
-                    let nonres_pass = filters_pass(
-                        &filters,
-                        &Folio {
-                            anon,
-                            young: false,
-                            active: false,
-                            size: page,
-                        },
-                    );
-                    let z = (n - res - cell.swapped).max(0.0);
-                    let new = cell.swapped + z;
-                    if nonres_pass && new > EPS {
-                        passed += new;
-                        cell.small += cell.swapped;
-                        cell.swapped = 0.0;
-                        if cfg.eligible(cell.hint) && aligned(start, end) {
-                            cell.huge += z;
-                        } else {
-                            cell.small += z;
-                        }
-                        cell.lru_us = (cell.lru_us * res + now_f * new) / (res + new);
-                        acc.rss += new;
-                        acc.node_used[node] += new;
-                        applied += new;
-                        cost += unit_cost * new;
-                    }
-                }
-                Action::Hugepage | Action::Nohugepage => {
-                    passed += passed_res;
-                    if cfg.thp_possible && cfg.spec.thp != ThpMode::Never && majority {
-                        let want = if action == Action::Hugepage {
-                            Hint::Huge
-                        } else {
-                            Hint::NoHuge
-                        };
-                        let changed = cell.hint != want;
-                        let was_eligible = cfg.eligible(cell.hint);
-                        cell.hint = want;
-                        let done = if want == Hint::Huge {
-                            if aligned(start, end) {
-                                let (prom, new) = promote(cell, n, cfg.epp, !was_eligible);
-                                acc.rss += new;
-                                acc.node_used[node] += new;
-                                prom
-                            } else {
-                                0.0
-                            }
-                        } else {
-                            let d = cell.huge;
-                            cell.small += d;
-                            cell.huge = 0.0;
-                            d
-                        };
-                        applied += if changed { n } else { done };
-                        cost += unit_cost * done;
-                    }
-                }
-                Action::Collapse => {
-                    passed += passed_res;
-                    if cfg.thp_possible
-                        && cell.hint != Hint::NoHuge
-                        && majority
-                        && aligned(start, end)
-                    {
-                        let (prom, new) = promote(cell, n, cfg.epp, !cfg.eligible(cell.hint));
-                        acc.rss += new;
-                        acc.node_used[node] += new;
-                        applied += prom;
-                        cost += unit_cost * prom;
-                    }
-                }
-                Action::MigrateHot | Action::MigrateCold => {
-                    passed += passed_res;
-                    let Some(t) = scheme
-                        .target_nid
-                        .map(|t| t as usize)
-                        .filter(|&t| t < cfg.caps.len())
-                    else {
-                        continue;
-                    };
-                    if node == t || !majority {
-                        continue;
-                    }
-                    let free = (cfg.caps[t] - acc.node_used[t]).max(0.0);
-                    if res <= free + EPS {
-                        acc.node_used[node] -= res;
-                        acc.node_used[t] += res;
-                        if t < node {
-                            acc.promoted += res;
-                        } else {
-                            acc.demoted += res;
-                        }
-                        cell.node = t as u32;
-                        applied += res;
-                        cost += unit_cost * res;
-                    } else {
-                        // Move the part that fits, split at a page.
-                        let fit = (free / (res / n)).floor() as u64;
-                        if fit == 0 {
-                            continue;
-                        }
-                        let cut = start + fit * page;
-                        self.split_at(cut);
-                        let keys: Vec<u64> =
-                            self.cells.range(start..cut).map(|(k, _)| *k).collect();
-                        for k in keys {
-                            let c = self.cells.get_mut(&k).expect("cell");
-                            let r = c.resident();
-                            self.acc.node_used[node] -= r;
-                            self.acc.node_used[t] += r;
-                            if t < node {
-                                self.acc.promoted += r;
-                            } else {
-                                self.acc.demoted += r;
-                            }
-                            c.node = t as u32;
-                            applied += r;
-                            cost += unit_cost * r;
-                        }
-                    }
-                }
-                // As the kernel: stat counts passed bytes only when ops
-                // filters exist.
-                Action::Stat if !filters.is_empty() => passed += passed_res,
-                Action::Mlock => {
-                    passed += passed_res;
-                    if majority {
-                        if !cell.mlocked {
-                            applied += n;
-                        }
-                        cell.mlocked = true;
-                        cost += unit_cost * res;
-                    }
-                }
-                _ => {}
-            }
+            at = self.apply_cell(&mut ap, start, young);
         }
         self.coalesce(lo, hi);
+        self.charge_action(ap.applied, ap.passed, ap.cost)
+    }
+
+    /// Applies the action to the cell at `start` (its pages young or not
+    /// to a `young` filter); returns the cell's end.
+    fn apply_cell(&mut self, ap: &mut Applying, start: u64, young: bool) -> u64 {
+        let cfg = &self.cfg;
+        let acc = &mut self.acc;
+        let cell = self.cells.get_mut(&start).expect("cell");
+        let c = CellSeen::new(cfg, cell, start, &ap.filters, young, ap.now_f);
+        ap.cost += ap.walk_cost * c.res;
+        let (unit_cost, passed_res, node) = (ap.unit_cost, c.passed_res, c.node);
+        #[allow(unreachable_patterns)]
+        match ap.action {
+            Action::Pageout => {
+                ap.passed += passed_res;
+                if !cell.mlocked && passed_res > EPS {
+                    cell.huge -= c.ph;
+                    cell.small -= c.ps;
+                    cell.swapped += passed_res;
+                    acc.rss -= passed_res;
+                    acc.node_used[node] -= passed_res;
+                    ap.applied += passed_res;
+                    ap.cost += unit_cost * passed_res;
+                }
+            }
+            Action::Cold | Action::LruDeprio => {
+                ap.passed += passed_res;
+                if c.majority && c.res > EPS && !cell.mlocked {
+                    self.lru_floor -= 1.0;
+                    cell.lru_us = self.lru_floor;
+                    ap.applied += passed_res;
+                    ap.cost += unit_cost * passed_res;
+                }
+            }
+            Action::LruPrio => {
+                ap.passed += passed_res;
+                if c.majority && c.res > EPS {
+                    cell.lru_us = ap.now_f;
+                    ap.applied += passed_res;
+                    ap.cost += unit_cost * passed_res;
+                }
+            }
+            Action::Willneed => willneed(cfg, acc, cell, ap, &c),
+            Action::Hugepage | Action::Nohugepage => {
+                ap.passed += passed_res;
+                if cfg.thp_possible && cfg.spec.thp != ThpMode::Never && c.majority {
+                    set_hugepage_hint(cfg, acc, cell, ap, &c);
+                }
+            }
+            Action::Collapse => {
+                ap.passed += passed_res;
+                if cfg.thp_possible
+                    && cell.hint != Hint::NoHuge
+                    && c.majority
+                    && aligned(start, c.end)
+                {
+                    let (prom, new) = promote(cell, c.n, cfg.epp, !cfg.eligible(cell.hint));
+                    acc.rss += new;
+                    acc.node_used[node] += new;
+                    ap.applied += prom;
+                    ap.cost += unit_cost * prom;
+                }
+            }
+            Action::MigrateHot | Action::MigrateCold => {
+                ap.passed += passed_res;
+                self.migrate(ap, &c);
+            }
+            // As the kernel: stat counts passed bytes only when ops
+            // filters exist.
+            Action::Stat if !ap.filters.is_empty() => ap.passed += passed_res,
+            Action::Mlock => {
+                ap.passed += passed_res;
+                if c.majority {
+                    if !cell.mlocked {
+                        ap.applied += c.n;
+                    }
+                    cell.mlocked = true;
+                    ap.cost += unit_cost * c.res;
+                }
+            }
+            _ => {}
+        }
+        c.end
+    }
+
+    /// Migrates the cell's resident pages to the scheme's target node, when
+    /// the majority of them pass the filters; where the node cannot take
+    /// them all, the part that fits.
+    fn migrate(&mut self, ap: &mut Applying, c: &CellSeen) {
+        let cfg = &self.cfg;
+        let Some(t) = ap
+            .target_nid
+            .map(|t| t as usize)
+            .filter(|&t| t < cfg.caps.len())
+        else {
+            return;
+        };
+        let (node, res, unit_cost) = (c.node, c.res, ap.unit_cost);
+        if node == t || !c.majority {
+            return;
+        }
+        let acc = &mut self.acc;
+        let free = (cfg.caps[t] - acc.node_used[t]).max(0.0);
+        if res <= free + EPS {
+            acc.node_used[node] -= res;
+            acc.node_used[t] += res;
+            if t < node {
+                acc.promoted += res;
+            } else {
+                acc.demoted += res;
+            }
+            self.cells.get_mut(&c.start).expect("cell").node = t as u32;
+            ap.applied += res;
+            ap.cost += unit_cost * res;
+        } else {
+            // Move the part that fits, split at a page.
+            let fit = (free / (res / c.n)).floor() as u64;
+            if fit == 0 {
+                return;
+            }
+            let cut = c.start + fit * cfg.page;
+            self.split_at(cut);
+            let keys: Vec<u64> = self.cells.range(c.start..cut).map(|(k, _)| *k).collect();
+            for k in keys {
+                let cell = self.cells.get_mut(&k).expect("cell");
+                let r = cell.resident();
+                self.acc.node_used[node] -= r;
+                self.acc.node_used[t] += r;
+                if t < node {
+                    self.acc.promoted += r;
+                } else {
+                    self.acc.demoted += r;
+                }
+                cell.node = t as u32;
+                ap.applied += r;
+                ap.cost += unit_cost * r;
+            }
+        }
+    }
+
+    /// What an action cost, charged: the direct reclaim of what it brought
+    /// in, its time in whole microseconds (the fraction carried to the
+    /// next), and its applied and passed pages in bytes.
+    fn charge_action(&mut self, applied: f64, passed: f64, mut cost: f64) -> ApplyOutcome {
+        let page = self.cfg.page;
         // Memory the action brought in may push others out: kdamond
         // reclaims directly, on its own time.
         let reclaimed = self.enforce_limits(false);
@@ -1080,6 +1034,149 @@ fn touch(cfg: &Cfg, acc: &mut Acc, start: u64, cell: &mut Cell, a: f64, t_end: f
     let node_extra = s.nodes[cell.node as usize].latency_us - s.nodes[0].latency_us;
     acc.node_accesses[cell.node as usize] += a;
     acc.access_extra_us += a * (node_extra - huge_share * cfg.tlb_saving_us);
+}
+
+/// What [`Machine::apply`] carries over the cells of its range: the
+/// scheme's target node, ops filters and costs, and what it did so far
+/// (pages applied and passed, cost in µs).
+struct Applying<'s> {
+    target_nid: Option<u32>,
+    filters: Vec<&'s Filter>,
+    action: Action,
+    unit_cost: f64,
+    walk_cost: f64,
+    now_f: f64,
+    applied: f64,
+    passed: f64,
+    cost: f64,
+}
+
+/// A cell as an action sees it: its pages, and those that pass the
+/// scheme's ops filters.
+struct CellSeen {
+    start: u64,
+    end: u64,
+    /// Pages in the cell.
+    n: f64,
+    res: f64,
+    anon: bool,
+    node: usize,
+    /// Resident huge and base pages that pass the filters, and their sum.
+    ph: f64,
+    ps: f64,
+    passed_res: f64,
+    /// Whether the majority of the resident pages pass the filters.
+    majority: bool,
+}
+
+impl CellSeen {
+    fn new(
+        cfg: &Cfg,
+        cell: &Cell,
+        start: u64,
+        filters: &[&Filter],
+        young: bool,
+        now_f: f64,
+    ) -> CellSeen {
+        let end = cell.end;
+        let n = (end - start) as f64 / cfg.pagef;
+        let res = cell.resident();
+        let anon = !cfg.files[cell.obj as usize];
+        let active = res > EPS && now_f - cell.lru_us < ACTIVE_AGE_US;
+        let folio = |size| Folio {
+            anon,
+            young,
+            active,
+            size,
+        };
+        let pass_h = filters_pass(filters, &folio(HUGE_PAGE));
+        let pass_s = filters_pass(filters, &folio(cfg.page));
+        let (ph, ps) = (
+            if pass_h { cell.huge } else { 0.0 },
+            if pass_s { cell.small } else { 0.0 },
+        );
+        let passed_res = ph + ps;
+        // Range-wide state follows the majority of the resident pages.
+        let majority = if res > EPS {
+            passed_res * 2.0 >= res
+        } else {
+            pass_s
+        };
+        CellSeen {
+            start,
+            end,
+            n,
+            res,
+            anon,
+            node: cell.node as usize,
+            ph,
+            ps,
+            passed_res,
+            majority,
+        }
+    }
+}
+
+/// `willneed`: the cell's pages that are not resident are brought in.
+fn willneed(cfg: &Cfg, acc: &mut Acc, cell: &mut Cell, ap: &mut Applying, c: &CellSeen) {
+    // Acts on pages that are not resident: they pass the
+    // filters as base pages, neither young nor active.
+    let nonres_pass = filters_pass(
+        &ap.filters,
+        &Folio {
+            anon: c.anon,
+            young: false,
+            active: false,
+            size: cfg.page,
+        },
+    );
+    let z = (c.n - c.res - cell.swapped).max(0.0);
+    let new = cell.swapped + z;
+    if nonres_pass && new > EPS {
+        ap.passed += new;
+        cell.small += cell.swapped;
+        cell.swapped = 0.0;
+        if cfg.eligible(cell.hint) && aligned(c.start, c.end) {
+            cell.huge += z;
+        } else {
+            cell.small += z;
+        }
+        cell.lru_us = (cell.lru_us * c.res + ap.now_f * new) / (c.res + new);
+        acc.rss += new;
+        acc.node_used[c.node] += new;
+        ap.applied += new;
+        ap.cost += ap.unit_cost * new;
+    }
+}
+
+/// `hugepage` and `nohugepage`: the cell's hint set; huge pages made
+/// (an aligned cell's) or split accordingly.
+fn set_hugepage_hint(cfg: &Cfg, acc: &mut Acc, cell: &mut Cell, ap: &mut Applying, c: &CellSeen) {
+    let want = if ap.action == Action::Hugepage {
+        Hint::Huge
+    } else {
+        Hint::NoHuge
+    };
+    let changed = cell.hint != want;
+    let was_eligible = cfg.eligible(cell.hint);
+    cell.hint = want;
+    let done = if want == Hint::Huge {
+        if aligned(c.start, c.end) {
+            let (prom, new) = promote(cell, c.n, cfg.epp, !was_eligible);
+            acc.rss += new;
+            acc.node_used[c.node] += new;
+            prom
+        } else {
+            0.0
+        }
+    } else {
+        let d = cell.huge;
+        cell.small += d;
+        cell.huge = 0.0;
+        d
+    };
+    ap.applied += if changed { c.n } else { done };
+    ap.cost += ap.unit_cost * done;
 }
 
 /// Collapses into huge pages every extent of an aligned cell that holds a

@@ -8,10 +8,11 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 use udamon_core::schemes::Action;
+use udamon_core::units::{parse_address, parse_duration_us, parse_size, Fraction};
 use udamon_core::{Addr, AddrRange};
 
 use crate::machine_spec::{MachineSpec, NodeSpec, Placement, ThpMode, MAX_NODES};
-use crate::units::{parse_cost_us_per_byte, parse_duration_us, parse_latency_us, parse_size};
+use crate::units::{parse_cost_us_per_byte, parse_latency_us};
 use crate::SpecError;
 
 /// Where objects start when the spec does not say.
@@ -69,7 +70,8 @@ impl SizeOrInt {
     fn bytes(&self) -> Result<u64, String> {
         match self {
             SizeOrInt::Int(v) => Ok(*v),
-            SizeOrInt::Str(s) => parse_size(s),
+            // Fractions of a byte rounded, as specs always read them.
+            SizeOrInt::Str(s) => parse_size(s, Fraction::Round).map_err(|e| e.to_string()),
         }
     }
 }
@@ -258,7 +260,8 @@ impl Workload {
         };
         let size = |s: &Spanned<SizeOrInt>| s.get_ref().bytes().map_err(|m| at(s.span(), m));
         let dur = |s: &Spanned<DurationStr>| {
-            parse_duration_us(&s.get_ref().0).map_err(|m| at(s.span(), m))
+            parse_duration_us(&s.get_ref().0, Fraction::Round)
+                .map_err(|e| at(s.span(), e.to_string()))
         };
 
         let duration_us = dur(&raw.duration)?;
@@ -285,7 +288,7 @@ impl Workload {
             None => DEFAULT_BASE,
             Some(b) => match b.get_ref() {
                 SizeOrInt::Int(v) => *v,
-                SizeOrInt::Str(s) => parse_int_or_size(s).map_err(|m| at(b.span(), m))?,
+                SizeOrInt::Str(s) => parse_address(s).map_err(|e| at(b.span(), e.to_string()))?,
             },
         };
         if base % page_size != 0 {
@@ -297,154 +300,9 @@ impl Workload {
             ));
         }
 
-        let mut objects: Vec<Object> = Vec::new();
-        let mut addr = base;
-        for l in &raw.layout {
-            if let (Some(g), true) = (&l.gap, l.populated.is_some() || l.file.is_some()) {
-                return Err(at(
-                    g.span(),
-                    "a gap has no populated or file setting (they belong to objects)".into(),
-                ));
-            }
-            match (&l.object, &l.size, &l.gap) {
-                (Some(name), Some(sz), None) => {
-                    let sz_v = size(sz)?;
-                    if sz_v == 0 || sz_v % page_size != 0 {
-                        return Err(at(sz.span(), format!("object size {} is not a positive multiple of the page size {page_size}", sz.get_ref())));
-                    }
-                    if objects.iter().any(|o| &o.name == name.get_ref()) {
-                        return Err(at(
-                            name.span(),
-                            format!("object \"{}\" is defined twice", name.get_ref()),
-                        ));
-                    }
-                    let end = addr.checked_add(sz_v).ok_or_else(|| {
-                        at(
-                            sz.span(),
-                            "layout runs past the end of the 64-bit address space".into(),
-                        )
-                    })?;
-                    objects.push(Object {
-                        name: name.get_ref().clone(),
-                        range: AddrRange::new(addr, end),
-                        populated: l.populated.as_ref().is_none_or(|p| *p.get_ref()),
-                        file: l.file.unwrap_or(false),
-                    });
-                    addr = end;
-                }
-                (None, None, Some(g)) => {
-                    let g_v = size(g)?;
-                    if g_v % page_size != 0 {
-                        return Err(at(
-                            g.span(),
-                            format!(
-                                "gap {} is not a multiple of the page size {page_size}",
-                                g.get_ref()
-                            ),
-                        ));
-                    }
-                    addr = addr.checked_add(g_v).ok_or_else(|| {
-                        at(
-                            g.span(),
-                            "layout runs past the end of the 64-bit address space".into(),
-                        )
-                    })?;
-                }
-                (Some(name), None, None) => {
-                    return Err(at(
-                        name.span(),
-                        format!(
-                            "object \"{}\" has no size (add size = \"64M\")",
-                            name.get_ref()
-                        ),
-                    ))
-                }
-                _ => return Err(SpecError::at(
-                    origin,
-                    0,
-                    0,
-                    "each [[layout]] entry is either object = NAME with size = SIZE, or gap = SIZE"
-                        .into(),
-                )),
-            }
-        }
-        if objects.is_empty() {
-            return Err(SpecError::at(
-                origin,
-                0,
-                0,
-                "the layout has no object (add [[layout]] object = \"obj0\" size = \"64M\")".into(),
-            ));
-        }
+        let objects = parse_layout(&raw.layout, base, page_size, origin, &at)?;
 
-        let mut phases = Vec::new();
-        for p in &raw.phase {
-            let duration_us = dur(&p.duration)?;
-            if duration_us == 0 {
-                return Err(at(p.duration.span(), "phase duration is 0".into()));
-            }
-            let mut accesses = Vec::new();
-            for a in &p.access {
-                let obj = objects
-                    .iter()
-                    .find(|o| &o.name == a.object.get_ref())
-                    .ok_or_else(|| {
-                        let known: Vec<&str> = objects.iter().map(|o| o.name.as_str()).collect();
-                        at(
-                            a.object.span(),
-                            format!(
-                                "unknown object \"{}\" (the layout has: {})",
-                                a.object.get_ref(),
-                                known.join(", ")
-                            ),
-                        )
-                    })?;
-                let range = match &a.range {
-                    None => obj.range,
-                    Some(r) => {
-                        let [lo, hi] = r.get_ref();
-                        let off = |s: &SizeOrInt| {
-                            offset_in(s, obj.range.sz(), page_size).map_err(|m| at(r.span(), m))
-                        };
-                        let (lo, hi) = (off(lo)?, off(hi)?);
-                        if lo >= hi {
-                            return Err(at(
-                                r.span(),
-                                format!(
-                                    "range [{lo:#x}, {hi:#x}) of object \"{}\" is empty",
-                                    obj.name
-                                ),
-                            ));
-                        }
-                        AddrRange::new(obj.range.start + lo, obj.range.start + hi)
-                    }
-                };
-                let rate = *a.rate.get_ref();
-                if !(rate.is_finite() && rate >= 0.0) {
-                    return Err(at(a.rate.span(), format!("rate {rate} is not a non-negative number of accesses per page per second")));
-                }
-                let sweep = match &a.sweep {
-                    None => None,
-                    Some(s) => {
-                        let width = s.get_ref().width.bytes().map_err(|m| at(s.span(), m))?;
-                        let period_us = parse_duration_us(&s.get_ref().period.0)
-                            .map_err(|m| at(s.span(), m))?;
-                        if width == 0 || width > range.sz() {
-                            return Err(at(s.span(), format!("sweep width {width} must be positive and at most the range size {}", range.sz())));
-                        }
-                        if period_us == 0 {
-                            return Err(at(s.span(), "sweep period is 0".into()));
-                        }
-                        Some(Sweep { width, period_us })
-                    }
-                };
-                accesses.push(Access { range, rate, sweep });
-            }
-            phases.push(Phase {
-                duration_us,
-                accesses,
-            });
-        }
+        let mut phases = parse_phases(&raw.phase, &objects, page_size, &at)?;
         if phases.is_empty() {
             // No phase: nothing is ever accessed, which is a valid (idle) workload.
             phases.push(Phase {
@@ -496,6 +354,201 @@ impl Workload {
         let i = self.objects.partition_point(|o| o.range.end <= addr);
         self.objects.get(i).is_some_and(|o| o.range.contains(addr))
     }
+}
+
+/// The `[[layout]]` entries: objects and gaps laid out from `base`, each a
+/// multiple of the page size; at least one object.
+fn parse_layout(
+    layout: &[RawLayout],
+    base: u64,
+    page_size: u64,
+    origin: &str,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
+) -> Result<Vec<Object>, SpecError> {
+    let size = |s: &Spanned<SizeOrInt>| s.get_ref().bytes().map_err(|m| at(s.span(), m));
+    let mut objects: Vec<Object> = Vec::new();
+    let mut addr = base;
+    for l in layout {
+        if let (Some(g), true) = (&l.gap, l.populated.is_some() || l.file.is_some()) {
+            return Err(at(
+                g.span(),
+                "a gap has no populated or file setting (they belong to objects)".into(),
+            ));
+        }
+        match (&l.object, &l.size, &l.gap) {
+            (Some(name), Some(sz), None) => {
+                let sz_v = size(sz)?;
+                if sz_v == 0 || sz_v % page_size != 0 {
+                    return Err(at(sz.span(), format!("object size {} is not a positive multiple of the page size {page_size}", sz.get_ref())));
+                }
+                if objects.iter().any(|o| &o.name == name.get_ref()) {
+                    return Err(at(
+                        name.span(),
+                        format!("object \"{}\" is defined twice", name.get_ref()),
+                    ));
+                }
+                let end = addr.checked_add(sz_v).ok_or_else(|| {
+                    at(
+                        sz.span(),
+                        "layout runs past the end of the 64-bit address space".into(),
+                    )
+                })?;
+                objects.push(Object {
+                    name: name.get_ref().clone(),
+                    range: AddrRange::new(addr, end),
+                    populated: l.populated.as_ref().is_none_or(|p| *p.get_ref()),
+                    file: l.file.unwrap_or(false),
+                });
+                addr = end;
+            }
+            (None, None, Some(g)) => {
+                let g_v = size(g)?;
+                if g_v % page_size != 0 {
+                    return Err(at(
+                        g.span(),
+                        format!(
+                            "gap {} is not a multiple of the page size {page_size}",
+                            g.get_ref()
+                        ),
+                    ));
+                }
+                addr = addr.checked_add(g_v).ok_or_else(|| {
+                    at(
+                        g.span(),
+                        "layout runs past the end of the 64-bit address space".into(),
+                    )
+                })?;
+            }
+            (Some(name), None, None) => {
+                return Err(at(
+                    name.span(),
+                    format!(
+                        "object \"{}\" has no size (add size = \"64M\")",
+                        name.get_ref()
+                    ),
+                ))
+            }
+            _ => {
+                return Err(SpecError::at(
+                    origin,
+                    0,
+                    0,
+                    "each [[layout]] entry is either object = NAME with size = SIZE, or gap = SIZE"
+                        .into(),
+                ))
+            }
+        }
+    }
+    if objects.is_empty() {
+        return Err(SpecError::at(
+            origin,
+            0,
+            0,
+            "the layout has no object (add [[layout]] object = \"obj0\" size = \"64M\")".into(),
+        ));
+    }
+    Ok(objects)
+}
+
+/// The `[[phase]]` entries, each with its accesses.
+fn parse_phases(
+    raw: &[RawPhase],
+    objects: &[Object],
+    page_size: u64,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
+) -> Result<Vec<Phase>, SpecError> {
+    let dur = |s: &Spanned<DurationStr>| {
+        parse_duration_us(&s.get_ref().0, Fraction::Round).map_err(|e| at(s.span(), e.to_string()))
+    };
+    let mut phases = Vec::new();
+    for p in raw {
+        let duration_us = dur(&p.duration)?;
+        if duration_us == 0 {
+            return Err(at(p.duration.span(), "phase duration is 0".into()));
+        }
+        let mut accesses = Vec::new();
+        for a in &p.access {
+            accesses.push(parse_access(a, objects, page_size, at)?);
+        }
+        phases.push(Phase {
+            duration_us,
+            accesses,
+        });
+    }
+    Ok(phases)
+}
+
+/// One `[[phase.access]]`: an object's range (all of it by default), the
+/// rate, and the sweep.
+fn parse_access(
+    a: &RawAccess,
+    objects: &[Object],
+    page_size: u64,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
+) -> Result<Access, SpecError> {
+    let obj = objects
+        .iter()
+        .find(|o| &o.name == a.object.get_ref())
+        .ok_or_else(|| {
+            let known: Vec<&str> = objects.iter().map(|o| o.name.as_str()).collect();
+            at(
+                a.object.span(),
+                format!(
+                    "unknown object \"{}\" (the layout has: {})",
+                    a.object.get_ref(),
+                    known.join(", ")
+                ),
+            )
+        })?;
+    let range = match &a.range {
+        None => obj.range,
+        Some(r) => {
+            let [lo, hi] = r.get_ref();
+            let off = |s: &SizeOrInt| {
+                offset_in(s, obj.range.sz(), page_size).map_err(|m| at(r.span(), m))
+            };
+            let (lo, hi) = (off(lo)?, off(hi)?);
+            if lo >= hi {
+                return Err(at(
+                    r.span(),
+                    format!(
+                        "range [{lo:#x}, {hi:#x}) of object \"{}\" is empty",
+                        obj.name
+                    ),
+                ));
+            }
+            AddrRange::new(obj.range.start + lo, obj.range.start + hi)
+        }
+    };
+    let rate = *a.rate.get_ref();
+    if !(rate.is_finite() && rate >= 0.0) {
+        return Err(at(
+            a.rate.span(),
+            format!("rate {rate} is not a non-negative number of accesses per page per second"),
+        ));
+    }
+    let sweep = match &a.sweep {
+        None => None,
+        Some(s) => {
+            let width = s.get_ref().width.bytes().map_err(|m| at(s.span(), m))?;
+            let period_us = parse_duration_us(&s.get_ref().period.0, Fraction::Round)
+                .map_err(|e| at(s.span(), e.to_string()))?;
+            if width == 0 || width > range.sz() {
+                return Err(at(
+                    s.span(),
+                    format!(
+                        "sweep width {width} must be positive and at most the range size {}",
+                        range.sz()
+                    ),
+                ));
+            }
+            if period_us == 0 {
+                return Err(at(s.span(), "sweep period is 0".into()));
+            }
+            Some(Sweep { width, period_us })
+        }
+    };
+    Ok(Access { range, rate, sweep })
 }
 
 fn parse_machine(
@@ -559,6 +612,26 @@ fn parse_machine(
         }
         spec.huge_tlb_factor = v;
     }
+    parse_nodes(m, &mut spec, origin, at)?;
+    parse_action_costs(m, &mut spec, at)?;
+    Ok(spec)
+}
+
+/// `[[machine.node]]`: the NUMA nodes, their capacities and access costs
+/// (by default the machine's `access_cost`); one node without any.
+fn parse_nodes(
+    m: &RawMachine,
+    spec: &mut MachineSpec,
+    origin: &str,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
+) -> Result<(), SpecError> {
+    let size = |s: &Spanned<SizeOrInt>| s.get_ref().bytes().map_err(|e| at(s.span(), e));
+    let lat = |s: &Option<Spanned<String>>, dst: &mut f64| -> Result<(), SpecError> {
+        if let Some(s) = s {
+            *dst = parse_latency_us(s.get_ref()).map_err(|e| at(s.span(), e))?;
+        }
+        Ok(())
+    };
     if m.node.len() > MAX_NODES {
         return Err(SpecError::at(
             origin,
@@ -590,6 +663,16 @@ fn parse_machine(
     } else {
         spec.nodes[0].latency_us = spec.access_cost_us;
     }
+    Ok(())
+}
+
+/// `[machine.action_cost]`: the cost per byte of each action, and of the
+/// walk over a region.
+fn parse_action_costs(
+    m: &RawMachine,
+    spec: &mut MachineSpec,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
+) -> Result<(), SpecError> {
     for (key, v) in &m.action_cost {
         let cost = parse_cost_us_per_byte(v.get_ref()).map_err(|e| at(v.span(), e))?;
         if key == "walk" {
@@ -611,14 +694,7 @@ fn parse_machine(
             })?;
         spec.set_action_cost(*action, cost);
     }
-    Ok(spec)
-}
-
-fn parse_int_or_size(s: &str) -> Result<u64, String> {
-    if let Some(hex) = s.strip_prefix("0x") {
-        return u64::from_str_radix(hex, 16).map_err(|_| format!("\"{s}\" is not a hex address"));
-    }
-    parse_size(s)
+    Ok(())
 }
 
 /// An offset inside an object: a percentage of its size ("25%") or a size

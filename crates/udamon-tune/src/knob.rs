@@ -10,7 +10,9 @@
 
 use serde::Serialize;
 use udamon_core::schemes::Damos;
-use udamon_sim::units::{parse_duration_us, parse_size};
+use udamon_core::units::{
+    fmt_size_approx, fmt_time_us_approx, parse_duration_us, parse_size, Fraction,
+};
 
 use crate::error::{Error, Result};
 
@@ -332,9 +334,11 @@ impl Knob {
         match self.kind() {
             Kind::Size => match t {
                 "min" => Ok(0.0),
-                _ => parse_size(t).map(|v| v as f64).map_err(|m| {
-                    Error::usage(format!("bad size \"{s}\" for {}: {m}", self.name()))
-                }),
+                _ => parse_size(t, Fraction::Round)
+                    .map(|v| v as f64)
+                    .map_err(|m| {
+                        Error::usage(format!("bad size \"{s}\" for {}: {m}", self.name()))
+                    }),
             },
             Kind::Freq => {
                 let num = match t {
@@ -354,7 +358,7 @@ impl Knob {
                 let us = if t == "0" || t == "min" {
                     0
                 } else {
-                    parse_duration_us(t).map_err(|m| {
+                    parse_duration_us(t, Fraction::Round).map_err(|m| {
                         Error::usage(format!("bad time \"{s}\" for {}: {m}", self.name()))
                     })?
                 };
@@ -393,6 +397,16 @@ impl Knob {
         Ok((lo, hi))
     }
 
+    /// The unit of the knob's values in JSON output.
+    pub fn unit_name(&self) -> &'static str {
+        match self.kind() {
+            Kind::Size => "bytes",
+            Kind::Freq => "basis points of the maximum access frequency",
+            Kind::TimeUs => "microseconds",
+            Kind::TimeMs => "milliseconds",
+        }
+    }
+
     /// An example range for error messages.
     pub fn example_range(&self) -> &'static str {
         match self.kind() {
@@ -422,10 +436,15 @@ impl Knob {
         step
     }
 
-    /// A value with its unit, as the scheme file would write it.
+    /// A value with its unit, as the scheme file would write it (`max` for
+    /// the highest value).
     pub fn format(&self, v: f64) -> String {
+        let max_or = |x: u64, fmt: fn(u64) -> String| match x {
+            u64::MAX => "max".to_string(),
+            x => fmt(x),
+        };
         match self.kind() {
-            Kind::Size => fmt_size(v.round().max(0.0) as u64),
+            Kind::Size => max_or(v.round().max(0.0) as u64, fmt_size_approx),
             Kind::Freq => {
                 let pct = v / 100.0;
                 if pct.fract() == 0.0 {
@@ -434,8 +453,8 @@ impl Knob {
                     format!("{pct}%")
                 }
             }
-            Kind::TimeUs => fmt_time_us(v.round().max(0.0) as u64),
-            Kind::TimeMs => fmt_time_us(v.round().max(0.0) as u64 * 1000),
+            Kind::TimeUs => max_or(v.round().max(0.0) as u64, fmt_time_us_approx),
+            Kind::TimeMs => max_or(v.round().max(0.0) as u64 * 1000, fmt_time_us_approx),
         }
     }
 
@@ -459,45 +478,6 @@ impl Knob {
                 (format!("{name} ({unit})"), div)
             }
         }
-    }
-}
-
-/// `4K`, `128M`, `1.5G`, `4097B`: exact units when possible.
-fn fmt_size(b: u64) -> String {
-    const UNITS: [(&str, u32); 5] = [("P", 50), ("T", 40), ("G", 30), ("M", 20), ("K", 10)];
-    if b == u64::MAX {
-        return "max".into();
-    }
-    for (u, shift) in UNITS {
-        let m = 1u64 << shift;
-        if b >= m && b.is_multiple_of(m) {
-            return format!("{}{u}", b / m);
-        }
-    }
-    for (u, shift) in UNITS {
-        let m = 1u64 << shift;
-        if b >= m * 10 {
-            return format!("{:.1}{u}", b as f64 / m as f64);
-        }
-    }
-    format!("{b}B")
-}
-
-/// `0s`, `5s`, `1.5s`, `250ms`, `7us`.
-fn fmt_time_us(us: u64) -> String {
-    if us == u64::MAX {
-        "max".into()
-    } else if us == 0 {
-        "0s".into()
-    } else if us.is_multiple_of(1_000_000) {
-        format!("{}s", us / 1_000_000)
-    } else if us >= 1_000_000 {
-        let s = format!("{:.3}", us as f64 / 1e6);
-        format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
-    } else if us.is_multiple_of(1000) {
-        format!("{}ms", us / 1000)
-    } else {
-        format!("{us}us")
     }
 }
 

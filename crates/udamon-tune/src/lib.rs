@@ -72,16 +72,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod bench;
 mod error;
 pub mod fit;
 pub mod knob;
 pub mod patterns;
+pub mod plan;
 pub mod plot;
 pub mod replay;
 pub mod runner;
 pub mod sample;
 pub mod score;
 mod tune;
+pub mod whatif;
 
 pub use error::{Error, Result};
 pub use fit::{degree_for, polyfit, Fit, Peak};
@@ -90,7 +93,7 @@ pub use patterns::{classify, Pattern};
 pub use replay::{Replay, ReplayOptions, ReplayStats};
 pub use runner::{default_threads, run_all, Runner, SimRunner};
 pub use sample::{Sampler, Stage};
-pub use score::{Formula, Metric, Metrics, ScoreFn, Scored, Sla, METRICS};
+pub use score::{Formula, Metric, Metrics, ScoreFn, ScoreOptions, Scored, Sla, METRICS};
 pub use tune::{
     check, replay_tune, smoothed_best, sweep, tune, Choice, Sample, Source, TuneConfig, Tuned,
     PEAK_GRID, REPLAY_TIE,

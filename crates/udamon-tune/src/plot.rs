@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::sync::Once;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
@@ -108,35 +109,9 @@ fn draw<DB: DrawingBackend>(
     let (label, div) = knob.axis(t.domain.hi);
     let (x0, x1) = (t.domain.lo / div, t.domain.hi / div);
     let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+    let curve = fitted_curve(t, div);
     // y range over everything drawn
-    let mut ys: Vec<f64> = t.samples.iter().map(|s| s.score).collect();
-    let curve: Vec<(f64, f64)> = match &t.fit {
-        Some(f) => (0..=400)
-            .map(|i| {
-                let x = t.domain.lo + (t.domain.hi - t.domain.lo) * i as f64 / 400.0;
-                (x / div, f.eval(x))
-            })
-            .collect(),
-        None => Vec::new(),
-    };
-    ys.extend(curve.iter().map(|p| p.1));
-    for s in extra {
-        ys.extend(s.points.iter().map(|p| p.1));
-    }
-    if let Some(m) = &t.chosen.measured {
-        ys.push(m.score);
-    }
-    let (mut y0, mut y1) = ys
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-            (a.min(v), b.max(v))
-        });
-    if !y0.is_finite() {
-        (y0, y1) = (-1.0, 1.0);
-    }
-    let pad = ((y1 - y0) * 0.08).max(1e-3);
-    let (y0, y1) = (y0 - pad, y1 + pad);
+    let (y0, y1) = y_range(t, &curve, extra);
 
     let mut chart = ChartBuilder::on(&root)
         .margin(15)
@@ -179,6 +154,62 @@ fn draw<DB: DrawingBackend>(
                 PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(3))
             });
     }
+    draw_samples(&mut chart, t, div)?;
+    draw_chosen(&mut chart, t, div, (y0, y1))?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font((FONT, 14))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}
+
+/// The fitted polynomial at 401 points of the domain (in the axis' unit),
+/// if there is one.
+fn fitted_curve(t: &Tuned, div: f64) -> Vec<(f64, f64)> {
+    match &t.fit {
+        Some(f) => (0..=400)
+            .map(|i| {
+                let x = t.domain.lo + (t.domain.hi - t.domain.lo) * i as f64 / 400.0;
+                (x / div, f.eval(x))
+            })
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The y range over everything drawn (samples, the curve, extra curves,
+/// the chosen value's measured score), padded.
+fn y_range(t: &Tuned, curve: &[(f64, f64)], extra: &[Series]) -> (f64, f64) {
+    let mut ys: Vec<f64> = t.samples.iter().map(|s| s.score).collect();
+    ys.extend(curve.iter().map(|p| p.1));
+    for s in extra {
+        ys.extend(s.points.iter().map(|p| p.1));
+    }
+    if let Some(m) = &t.chosen.measured {
+        ys.push(m.score);
+    }
+    let (mut y0, mut y1) = ys
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    if !y0.is_finite() {
+        (y0, y1) = (-1.0, 1.0);
+    }
+    let pad = ((y1 - y0) * 0.08).max(1e-3);
+    (y0 - pad, y1 + pad)
+}
+
+/// The samples: global ones (a replay's predictions) and local ones.
+fn draw_samples<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    t: &Tuned,
+    div: f64,
+) -> DrawResult<DB::ErrorType> {
     let (sample_label, local_label) = match t.mode {
         "replay" => ("predicted by replay", ""),
         _ => ("global samples", "local samples"),
@@ -218,6 +249,18 @@ fn draw<DB: DrawingBackend>(
             .label(local_label)
             .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 7, red.filled()));
     }
+    Ok(())
+}
+
+/// The fit's peak when measured apart from the chosen value, the chosen
+/// value's measured score and a line at the chosen value.
+fn draw_chosen<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    t: &Tuned,
+    div: f64,
+    (y0, y1): (f64, f64),
+) -> DrawResult<DB::ErrorType> {
+    let blue = RGBColor(0, 114, 178);
     if let Some(p) = &t.fit_peak {
         if let (Some(m), true) = (&p.measured, p.value != t.chosen.value) {
             let x = p.value / div;
@@ -247,12 +290,5 @@ fn draw<DB: DrawingBackend>(
         vec![(cx, y0), (cx, y1)],
         green.stroke_width(1),
     )))?;
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font((FONT, 14))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
     Ok(())
 }

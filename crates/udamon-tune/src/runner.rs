@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 
 use udamon_core::schemes::Damos;
-use udamon_core::{Attrs, Monitor, Snapshot};
-use udamon_sim::{build_engine, Model, MonitorKind, Workload};
+use udamon_core::{Attrs, Snapshot};
+use udamon_session::sim::{self, Hooks, Prepared, Setup, SimError};
+use udamon_sim::{Model, Workload};
 
 use crate::error::{Error, Result};
 use crate::score::Metrics;
@@ -34,21 +35,18 @@ pub trait Runner {
 
 /// A simulated workload under the adaptive monitor. Every run uses the same
 /// seed (common random numbers: candidates differ by their schemes only).
+/// Runs go through the simulated runs' driver (`udamon_session::sim`).
 #[derive(Clone)]
 pub struct SimRunner {
-    model: Arc<Model>,
+    prepared: Prepared,
     attrs: Attrs,
-    seed: u64,
-    label: String,
 }
 
 impl SimRunner {
     pub fn new(workload: Workload, attrs: Attrs, seed: u64, label: &str) -> SimRunner {
         SimRunner {
-            model: Arc::new(Model::new(workload)),
+            prepared: Prepared::from_workload(workload, seed, label),
             attrs,
-            seed,
-            label: label.to_string(),
         }
     }
 
@@ -60,20 +58,18 @@ impl SimRunner {
         duration_us: Option<u64>,
         attrs: Attrs,
     ) -> Result<SimRunner> {
-        let mut w = Workload::from_toml(text, origin).map_err(|e| Error::Usage(e.to_string()))?;
-        if let Some(d) = duration_us {
-            w.duration_us = d;
-        }
-        let seed = seed.or(w.seed).unwrap_or(0);
-        Ok(SimRunner::new(w, attrs, seed, &format!("sim {origin}")))
+        let mut prepared = Prepared::from_spec(text, origin, seed, duration_us)
+            .map_err(|e| Error::Usage(e.to_string()))?;
+        prepared.name = format!("sim {origin}");
+        Ok(SimRunner { prepared, attrs })
     }
 
     pub fn model(&self) -> &Arc<Model> {
-        &self.model
+        &self.prepared.model
     }
 
     pub fn seed(&self) -> u64 {
-        self.seed
+        self.prepared.seed
     }
 
     pub fn attrs(&self) -> Attrs {
@@ -86,25 +82,26 @@ impl SimRunner {
     }
 
     fn run_inner(&self, schemes: &[Damos], keep: bool) -> Result<(Metrics, Vec<Snapshot>)> {
-        let mut e = build_engine(
-            &self.model,
-            self.attrs,
-            self.seed,
-            MonitorKind::adaptive(self.attrs.mode),
-        )
-        .map_err(|e| Error::Run(format!("cannot monitor {}: {e}", self.label)))?;
-        e.set_schemes(schemes.to_vec());
-        e.set_deadline(Some(self.model.workload.duration_us));
+        let setup = Setup {
+            schemes: schemes.to_vec(),
+            ..Setup::adaptive(self.attrs)
+        };
         let mut kept = Vec::new();
-        while let Some(s) = e
-            .next_snapshot()
-            .map_err(|err| Error::Run(format!("{}: {err}", self.label)))?
-        {
-            if keep {
-                kept.push(s);
-            }
-        }
-        Ok((Metrics::from(&e.ops().metrics()), kept))
+        let mut push = |s: Snapshot| kept.push(s);
+        let hooks = Hooks {
+            snapshot: keep.then_some(&mut push as &mut dyn FnMut(Snapshot)),
+            ..Hooks::default()
+        };
+        let label = &self.prepared.name;
+        let s =
+            sim::run_prepared(&self.prepared, &setup, false, None, hooks).map_err(|e| match e {
+                SimError::Monitor(err) => Error::Run(format!("{label}: {err}")),
+                e => Error::Run(e.to_string()),
+            })?;
+        let machine = s
+            .machine
+            .ok_or_else(|| Error::Run(format!("{label}: the run measured no machine")))?;
+        Ok((Metrics::from(&machine), kept))
     }
 }
 
@@ -114,7 +111,7 @@ impl Runner for SimRunner {
     }
 
     fn describe(&self) -> String {
-        format!("{}, seed {}", self.label, self.seed)
+        format!("{}, seed {}", self.prepared.name, self.prepared.seed)
     }
 
     fn fork(&self) -> Option<Box<dyn Runner + Send>> {

@@ -283,6 +283,77 @@ impl ScoreFn {
     }
 }
 
+/// How runs are scored, as the command line gives it (`--weights`,
+/// `--sla`, `--perf-metric`, `--mem-metric`, `--score-expr`, `--score-cmd`);
+/// [`ScoreOptions::build`] makes the [`ScoreFn`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScoreOptions {
+    /// Weights of the default score, `perf=W,mem=W`.
+    pub weights: String,
+    /// Largest slowdown, `10%` or `none` [default: 10%, none with an
+    /// expression or a command].
+    pub sla: Option<String>,
+    pub perf_metric: String,
+    pub mem_metric: String,
+    /// An expression over the metrics instead of the weighted sum.
+    pub expr: Option<String>,
+    /// A command that prints the score instead of the weighted sum.
+    pub cmd: Option<String>,
+}
+
+impl Default for ScoreOptions {
+    /// Listing 2: perf=0.5,mem=0.5 over runtime and rss_avg, 10% SLA.
+    fn default() -> Self {
+        ScoreOptions {
+            weights: "perf=0.5,mem=0.5".into(),
+            sla: None,
+            perf_metric: "runtime".into(),
+            mem_metric: "rss_avg".into(),
+            expr: None,
+            cmd: None,
+        }
+    }
+}
+
+impl ScoreOptions {
+    /// The score function the options describe.
+    pub fn build(&self) -> Result<ScoreFn> {
+        let perf = Metric::parse("perf-metric", &self.perf_metric)?;
+        let mem = Metric::parse("mem-metric", &self.mem_metric)?;
+        let custom = self.expr.is_some() || self.cmd.is_some();
+        let sla = match &self.sla {
+            Some(s) => parse_sla(s)?,
+            None if custom => None,
+            None => Some(0.10),
+        };
+        let formula = if let Some(e) = &self.expr {
+            parse_expr(e)?
+        } else if let Some(c) = &self.cmd {
+            if c.trim().is_empty() {
+                return Err(Error::usage(
+                    "--score-cmd is empty (expected a command that prints a number)",
+                ));
+            }
+            Formula::Cmd(c.clone())
+        } else {
+            let (w_perf, w_mem) = parse_weights(&self.weights)?;
+            Formula::Weighted {
+                perf,
+                mem,
+                w_perf,
+                w_mem,
+            }
+        };
+        Ok(ScoreFn::new(
+            formula,
+            sla.map(|max_slowdown| Sla {
+                max_slowdown,
+                metric: perf,
+            }),
+        ))
+    }
+}
+
 /// Parses `--weights perf=0.5,mem=0.5` (a missing key weighs 0).
 pub fn parse_weights(s: &str) -> Result<(f64, f64)> {
     let (mut wp, mut wm) = (0.0, 0.0);

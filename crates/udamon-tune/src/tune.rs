@@ -101,6 +101,62 @@ pub struct Tuned {
     pub schemes: Vec<Damos>,
 }
 
+impl Tuned {
+    /// The tuned field's name without its scheme index (`min_age`).
+    pub fn field_name(&self) -> String {
+        self.knob
+            .rsplit('.')
+            .next()
+            .unwrap_or(&self.knob)
+            .to_string()
+    }
+
+    /// Where the chosen value came from, in words, with its measured score.
+    pub fn source_text(&self) -> String {
+        let measured = self
+            .chosen
+            .measured
+            .as_ref()
+            .map(|m| format!(", measured score {:.4}", m.score))
+            .unwrap_or_default();
+        match self.chosen.source {
+            Source::FitPeak => format!("the fitted curve's peak{measured}"),
+            Source::BestSample => format!("the best sample{measured}"),
+            Source::Replay => format!(
+                "best predicted by replay, score {:.4}{measured}",
+                self.chosen.predicted_score.unwrap_or(f64::NAN)
+            ),
+        }
+    }
+
+    /// The tuned schemes as a TOML scheme file (for `udamon apply`), after
+    /// a comment line saying what was tuned.
+    pub fn schemes_toml(&self) -> String {
+        format!(
+            "# tuned by udamon tune: {} = {} ({})\n{}",
+            self.knob,
+            self.chosen.display,
+            self.source_text(),
+            udamon_scheme_file::to_toml(&self.schemes)
+        )
+    }
+
+    /// The outcome as JSON: its fields, how to evaluate the fit
+    /// (`x_normalisation`), the knob's `unit`, and the tuned `schemes`.
+    pub fn to_json(&self, knob: &Knob) -> Result<serde_json::Value> {
+        let mut v = serde_json::to_value(self).map_err(|e| Error::Run(e.to_string()))?;
+        if let Some(m) = v.as_object_mut() {
+            m.insert(
+                "x_normalisation".into(),
+                serde_json::json!("u = 2 * (x - fit.x_lo) / (fit.x_hi - fit.x_lo) - 1; score = sum(coeffs[k] * u^k)"),
+            );
+            m.insert("unit".into(), serde_json::json!(knob.unit_name()));
+            m.insert("schemes".into(), udamon_scheme_file::to_json(&self.schemes));
+        }
+        Ok(v)
+    }
+}
+
 fn sample(
     index: usize,
     stage: &'static str,

@@ -7,7 +7,10 @@ use clap::{Args, Parser, Subcommand};
 use udamon_report::heatmap::{HEIGHT_RANGE, WIDTH_RANGE};
 use udamon_report::{HotOptions, ImageOptions};
 
+use crate::inputs::duration_arg;
 use crate::output::ColorChoice;
+use crate::UsageError;
+use udamon_core::{Attrs, IntervalsGoal};
 use udamon_session::OpsChoice;
 
 /// Data access monitoring and access-aware memory management (DAMON and
@@ -45,9 +48,9 @@ pub enum Command {
     /// Measure udamon's own speed, record size and accuracy
     Bench(BenchArgs),
     /// Tune one number of a scheme for a workload (DAOS auto-tuning)
-    Tune(crate::cmd::tune::TuneArgs),
+    Tune(TuneArgs),
     /// Predict what schemes would do to a recorded workload (what-if replay)
-    Replay(crate::cmd::replay::ReplayArgs),
+    Replay(ReplayArgs),
     /// Run workloads under monitoring configurations (orig, rec, prec, thp,
     /// ethp, prcl, damo-rec, ...), repeated, and report each one's overhead
     /// against orig, as DAMON's evaluation harness does
@@ -174,6 +177,27 @@ pub struct AttrsArgs {
     /// only, not kernel DAMON: docs/enhanced.md)
     #[arg(long, value_name = "MODE", default_value = "kernel")]
     pub mode: udamon_core::Mode,
+}
+
+impl AttrsArgs {
+    /// The attributes the flags give, validated.
+    pub fn attrs(&self) -> anyhow::Result<Attrs> {
+        let sample_us = duration_arg("sample", &self.sample)?;
+        let mut attrs = Attrs {
+            sample_us,
+            aggr_us: duration_arg("aggr", &self.aggr)?,
+            update_us: duration_arg("update", &self.update)?,
+            min_nr_regions: self.min_regions,
+            max_nr_regions: self.max_regions,
+            intervals_goal: IntervalsGoal::default(),
+            mode: self.mode,
+        };
+        if let Some(bp) = self.intervals_goal {
+            attrs.intervals_goal = IntervalsGoal::recommended(bp, sample_us);
+        }
+        attrs.validate().map_err(|e| UsageError(e.to_string()))?;
+        Ok(attrs)
+    }
 }
 
 /// Live targets: a running process or a command udamon starts.
@@ -310,15 +334,13 @@ pub struct JsonFileArgs {
     pub json: bool,
 }
 
-#[derive(Args, Debug)]
-pub struct RawArgs {
-    /// Record file
-    pub file: PathBuf,
-    /// Accepted as by every report; the output is JSON lines either way
-    #[arg(long)]
-    pub json: bool,
+/// The part of a record a report reads (or `cut` keeps): the flags every
+/// report shares, declared once. A command whose reading of a flag differs
+/// (a default, a meaning) says so with its own help text below.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SelectArgs {
     /// Only the snapshots whose windows overlap START-END, durations since
-    /// the record's start (e.g. 60s-2m), and the entries recorded meanwhile
+    /// the record's start (e.g. 60s-2m)
     #[arg(long, value_name = "START-END")]
     pub time_range: Option<String>,
     /// Only the regions' parts in START-END (hex addresses or sizes)
@@ -329,7 +351,54 @@ pub struct RawArgs {
     pub target: Option<u32>,
 }
 
+const RAW_TIME_RANGE: &str =
+    "Only the snapshots whose windows overlap START-END, durations since the \
+    record's start (e.g. 60s-2m), and the entries recorded meanwhile";
+const HEATMAP_TIME_RANGE: &str =
+    "Time range to show, START-END in durations since the record's start";
+const HEATMAP_ADDRESS_RANGE: &str =
+    "Address range to show, START-END (hex or sizes) [default: the active range]";
+const HEATMAP_TARGET: &str =
+    "Target to draw, by index [default: the first target of the first snapshot in \
+    the time range]";
+const HTML_ADDRESS_RANGE: &str =
+    "Address range to show, START-END (hex or sizes) [default: the heatmap's \
+    active range; all addresses for the working set and hot table]";
+const HTML_TARGET: &str =
+    "Target of the heatmap, and the only one the working set and hot table count \
+    [default: the heatmap draws the first target of the first snapshot in the \
+    time range; the others cover all targets]";
+const WSS_ADDRESS_RANGE: &str = "Only the working set in START-END (hex addresses or sizes)";
+const WSS_TARGET: &str = "Target to measure, by index [default: all targets, summed]";
+const HOT_TIME_RANGE: &str =
+    "Only the snapshots whose windows overlap START-END, durations since the \
+    record's start: the range --aggregate averages over, or the one whose last \
+    snapshot is shown [default: the whole record]";
+const HOT_TARGET: &str = "Target to list, by index [default: all targets]";
+const CUT_TIME_RANGE: &str =
+    "Keep the snapshots whose windows overlap START-END, times since the record's \
+    start (e.g. 60s-2m)";
+const CUT_ADDRESS_RANGE: &str =
+    "Keep the regions' parts in START-END (hex addresses or sizes, e.g. \
+    0x7f0000000000-0x7f0040000000)";
+const CUT_TARGET: &str = "Keep only this target (its index)";
+
 #[derive(Args, Debug)]
+#[command(mut_arg("time_range", |a| a.help(RAW_TIME_RANGE)))]
+pub struct RawArgs {
+    /// Record file
+    pub file: PathBuf,
+    /// Accepted as by every report; the output is JSON lines either way
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(mut_arg("time_range", |a| a.help(HEATMAP_TIME_RANGE)))]
+#[command(mut_arg("address_range", |a| a.help(HEATMAP_ADDRESS_RANGE)))]
+#[command(mut_arg("target", |a| a.help(HEATMAP_TARGET)))]
 pub struct HeatmapArgs {
     /// Record file
     pub file: PathBuf,
@@ -339,16 +408,6 @@ pub struct HeatmapArgs {
     /// Write an image instead of printing (.png or .svg)
     #[arg(short, long, value_name = "IMAGE")]
     pub output: Option<PathBuf>,
-    /// Target to draw, by index [default: the first target of the first
-    /// snapshot in the time range]
-    #[arg(long, value_name = "N")]
-    pub target: Option<u32>,
-    /// Address range to show, START-END (hex or sizes) [default: the active range]
-    #[arg(long, value_name = "START-END")]
-    pub address_range: Option<String>,
-    /// Time range to show, START-END in durations since the record's start
-    #[arg(long, value_name = "START-END")]
-    pub time_range: Option<String>,
     /// Show every monitored range, not just where accesses were seen
     #[arg(long)]
     pub all: bool,
@@ -372,9 +431,14 @@ pub struct HeatmapArgs {
     /// set), always or never
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("time_range", |a| a.help(HEATMAP_TIME_RANGE)))]
+#[command(mut_arg("address_range", |a| a.help(HTML_ADDRESS_RANGE)))]
+#[command(mut_arg("target", |a| a.help(HTML_TARGET)))]
 pub struct HtmlArgs {
     /// Record file
     pub file: PathBuf,
@@ -385,22 +449,11 @@ pub struct HtmlArgs {
     /// of the "wrote" line
     #[arg(long)]
     pub json: bool,
-    /// Target of the heatmap, and the only one the working set and hot
-    /// table count [default: the heatmap draws the first target of the
-    /// first snapshot in the time range; the others cover all targets]
-    #[arg(long, value_name = "N")]
-    pub target: Option<u32>,
-    /// Address range to show, START-END (hex or sizes) [default: the
-    /// heatmap's active range; all addresses for the working set and hot
-    /// table]
-    #[arg(long, value_name = "START-END")]
-    pub address_range: Option<String>,
-    /// Time range to show, START-END in durations since the record's start
-    #[arg(long, value_name = "START-END")]
-    pub time_range: Option<String>,
     /// Page title [default: the workload and how it was monitored]
     #[arg(long)]
     pub title: Option<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 /// A value parser for an image dimension in `range` pixels.
@@ -409,6 +462,8 @@ fn pixels(range: &RangeInclusive<u32>) -> clap::builder::RangedI64ValueParser<u3
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("address_range", |a| a.help(WSS_ADDRESS_RANGE)))]
+#[command(mut_arg("target", |a| a.help(WSS_TARGET)))]
 pub struct WssArgs {
     /// Record file
     pub file: PathBuf,
@@ -424,25 +479,19 @@ pub struct WssArgs {
     /// Least region size to count as working set (bytes, or with K, M, G, T)
     #[arg(long, value_name = "SIZE", default_value = "1")]
     pub sz_thres: String,
-    /// Target to measure, by index [default: all targets, summed]
-    #[arg(long, value_name = "N")]
-    pub target: Option<u32>,
-    /// Only the snapshots whose windows overlap START-END, durations since
-    /// the record's start (e.g. 60s-2m)
-    #[arg(long, value_name = "START-END")]
-    pub time_range: Option<String>,
-    /// Only the working set in START-END (hex addresses or sizes)
-    #[arg(long, value_name = "START-END")]
-    pub address_range: Option<String>,
     /// Snapshots skipped at the start
     #[arg(long, default_value_t = 0)]
     pub skip: usize,
     /// Also print the time series
     #[arg(long)]
     pub series: bool,
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("time_range", |a| a.help(HOT_TIME_RANGE)))]
+#[command(mut_arg("target", |a| a.help(HOT_TARGET)))]
 pub struct HotArgs {
     /// Record file
     pub file: PathBuf,
@@ -459,17 +508,8 @@ pub struct HotArgs {
     /// over --time-range)
     #[arg(long)]
     pub aggregate: bool,
-    /// Only the snapshots whose windows overlap START-END, durations since
-    /// the record's start: the range --aggregate averages over, or the one
-    /// whose last snapshot is shown [default: the whole record]
-    #[arg(long, value_name = "START-END")]
-    pub time_range: Option<String>,
-    /// Only the regions' parts in START-END (hex addresses or sizes)
-    #[arg(long, value_name = "START-END")]
-    pub address_range: Option<String>,
-    /// Target to list, by index [default: all targets]
-    #[arg(long, value_name = "N")]
-    pub target: Option<u32>,
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 #[derive(Args, Debug)]
@@ -500,26 +540,20 @@ pub struct ImportArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("time_range", |a| a.help(CUT_TIME_RANGE)))]
+#[command(mut_arg("address_range", |a| a.help(CUT_ADDRESS_RANGE)))]
+#[command(mut_arg("target", |a| a.help(CUT_TARGET)))]
 pub struct CutArgs {
     /// Record to cut from
     pub record: PathBuf,
     /// Record to write
     #[arg(short, long, default_value = "cut.udr")]
     pub output: PathBuf,
-    /// Keep the snapshots whose windows overlap START-END, times since the
-    /// record's start (e.g. 60s-2m)
-    #[arg(long)]
-    pub time_range: Option<String>,
-    /// Keep the regions' parts in START-END (hex addresses or sizes, e.g.
-    /// 0x7f0000000000-0x7f0040000000)
-    #[arg(long)]
-    pub address_range: Option<String>,
-    /// Keep only this target (its index)
-    #[arg(long)]
-    pub target: Option<u32>,
     /// Print what was kept as JSON
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 #[derive(Args, Debug)]
@@ -652,6 +686,158 @@ pub struct BenchArgs {
     /// reset policies, run only when named)
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+}
+
+/// How runs are scored (the DAOS paper's Listing 2 by default).
+#[derive(Args, Debug, Clone)]
+pub struct ScoreArgs {
+    /// Weights of the default score: WEIGHT x relative gain of the
+    /// performance and of the memory metric
+    #[arg(long, value_name = "perf=W,mem=W", default_value = "perf=0.5,mem=0.5")]
+    pub weights: String,
+    /// Largest slowdown of the performance metric; a run at or above it
+    /// scores the worst score seen so far (Listing 2), `none` to disable
+    /// [default: 10%, none with --score-expr or --score-cmd]
+    #[arg(long, value_name = "PERCENT")]
+    pub sla: Option<String>,
+    /// Performance metric of the default score and the SLA (runtime,
+    /// faults, refaults, stall, psi_some, ...)
+    #[arg(long, value_name = "METRIC", default_value = "runtime")]
+    pub perf_metric: String,
+    /// Memory metric of the default score (rss_avg, rss_peak, ...)
+    #[arg(long, value_name = "METRIC", default_value = "rss_avg")]
+    pub mem_metric: String,
+    /// Score expression over the metrics instead of the default formula,
+    /// e.g. "0.7 * (1 - runtime / base_runtime) + 0.3 * (1 - rss_avg /
+    /// base_rss_avg)"; variables: runtime, rss_avg, rss_peak, faults,
+    /// refaults, stall, psi_some, swapped, huge, reclaimed, action, each also
+    /// as base_* for the scheme-less run, and knob
+    #[arg(long, value_name = "EXPR", conflicts_with = "score_cmd")]
+    pub score_expr: Option<String>,
+    /// Command that prints the score (run by sh; metrics in UDAMON_RUNTIME_S,
+    /// UDAMON_RSS_AVG_BYTES, ..., UDAMON_BASE_*, UDAMON_KNOB)
+    #[arg(long, value_name = "CMD")]
+    pub score_cmd: Option<String>,
+}
+
+impl ScoreArgs {
+    /// The score options the flags give (built by udamon-tune).
+    pub fn options(&self) -> udamon_tune::ScoreOptions {
+        udamon_tune::ScoreOptions {
+            weights: self.weights.clone(),
+            sla: self.sla.clone(),
+            perf_metric: self.perf_metric.clone(),
+            mem_metric: self.mem_metric.clone(),
+            expr: self.score_expr.clone(),
+            cmd: self.score_cmd.clone(),
+        }
+    }
+}
+
+/// Tune one number of a scheme for a workload (DAOS auto-tuning).
+#[derive(Args, Debug)]
+pub struct TuneArgs {
+    /// Scheme file to tune: one-line text, TOML or JSON (see docs/schemes.md)
+    pub schemes: PathBuf,
+    /// Simulated workload to tune on (TOML spec, see docs/sim-spec.md)
+    #[arg(long, value_name = "SPEC", required_unless_present = "replay")]
+    pub sim: Option<PathBuf>,
+    /// Tune on a replay of this record: every --step value is predicted, the
+    /// best is confirmed by one real run (on --sim, or the record's own
+    /// spec for simulator records)
+    #[arg(long, value_name = "RECORD")]
+    pub replay: Option<PathBuf>,
+    /// The number to tune, [INDEX.]FIELD: min_sz, max_sz, min_freq,
+    /// max_freq, min_age, max_age, quota.ms, quota.sz or
+    /// quota.reset_interval of scheme INDEX (default 0), e.g. 1.quota.sz
+    #[arg(long, default_value = "min_age")]
+    pub knob: String,
+    /// Values to try, START..END in the knob's unit (0s..60s, 0..1G, 0%..5%)
+    /// [default: 0s..60s for ages]
+    #[arg(long, value_name = "START..END")]
+    pub range: Option<String>,
+    /// Grid of the values tried, in the knob's unit [default: 1/60 of the range]
+    #[arg(long, value_name = "STEP")]
+    pub step: Option<String>,
+    /// Runs with schemes to estimate the curve from [default: 10]
+    #[arg(long, value_name = "N", conflicts_with_all = ["time_limit", "unit_time"])]
+    pub samples: Option<usize>,
+    /// Time budget of the tuning: samples = TIME_LIMIT / UNIT_TIME
+    #[arg(long, value_name = "DURATION", requires = "unit_time")]
+    pub time_limit: Option<String>,
+    /// What one run of the workload takes (with --time-limit)
+    #[arg(long, value_name = "DURATION", requires = "time_limit")]
+    pub unit_time: Option<String>,
+    /// Seed of the sampling and of the simulated workload [default: the
+    /// spec's (or the record's) seed, else 0]
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulated duration of the real runs [default: the spec's]
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    #[command(flatten)]
+    pub attrs: AttrsArgs,
+    #[command(flatten)]
+    pub score: ScoreArgs,
+    /// Apply the fitted curve's peak even when its confirming run scores
+    /// below the best sample (the paper's behaviour)
+    #[arg(long)]
+    pub trust_fit: bool,
+    /// Runs at once in a replay sweep [default: the number of CPUs]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Print the samples, the fit and the choice as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Write the tuned schemes here (TOML, for `udamon apply`)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Draw the samples, the fitted curve and the choice (.png or .svg)
+    #[arg(long, value_name = "IMAGE")]
+    pub plot: Option<PathBuf>,
+}
+
+impl TuneArgs {
+    /// How many sampled runs the flags allow.
+    pub fn budget(&self) -> udamon_tune::plan::Budget {
+        match (&self.time_limit, &self.unit_time) {
+            (Some(limit), Some(unit)) => udamon_tune::plan::Budget::Time {
+                limit: limit.clone(),
+                unit: unit.clone(),
+            },
+            _ => udamon_tune::plan::Budget::Samples(self.samples.unwrap_or(10)),
+        }
+    }
+}
+
+/// Predict what schemes would do to a recorded workload.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// Record file to replay (see `udamon record`)
+    pub record: PathBuf,
+    /// Scheme file to try: one-line text, TOML or JSON (see docs/schemes.md)
+    #[arg(long, value_name = "FILE", required = true)]
+    pub schemes: PathBuf,
+    /// Also run the real workload (the record's own spec for simulator
+    /// records, or --sim) and show how far the prediction is
+    #[arg(long)]
+    pub check: bool,
+    /// The real workload for --check (TOML spec)
+    #[arg(long, value_name = "SPEC", requires = "check")]
+    pub sim: Option<PathBuf>,
+    /// Seed of the replay (and of --check's run) [default: the record's]
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulated duration of --check's real runs [default: the spec's]
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    #[command(flatten)]
+    pub attrs: AttrsArgs,
+    #[command(flatten)]
+    pub score: ScoreArgs,
+    /// Print the prediction as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 
 mod cli;
 mod cmd;
+mod inputs;
+mod live;
 
 mod output;
 mod stop;
@@ -34,6 +36,32 @@ impl std::fmt::Display for CapabilityError {
 }
 
 impl std::error::Error for CapabilityError {}
+
+/// The tuner's errors as the binary's: bad input (a flag value, a record
+/// that cannot be replayed) exits with 2.
+pub fn tune_error(e: udamon_tune::Error) -> anyhow::Error {
+    match e {
+        udamon_tune::Error::Usage(m) | udamon_tune::Error::Record(m) => UsageError(m).into(),
+        other => anyhow::anyhow!(other),
+    }
+}
+
+/// A simulated run's error as the binary's: what the user asked (the
+/// spec, a monitor that cannot take it) exits with 2; a run or a write that
+/// failed keeps its cause, as it comes.
+pub fn sim_error(e: udamon_session::sim::SimError) -> anyhow::Error {
+    use udamon_session::sim::SimError as E;
+    match e {
+        E::Spec(e) => e.into(),
+        E::Usage(_) | E::Build { .. } => UsageError(e.to_string()).into(),
+        E::Monitor(e) => e.into(),
+        E::Create { path, source } => {
+            anyhow::Error::new(source).context(format!("cannot write {}", path.display()))
+        }
+        E::Record(e) => e.into(),
+        E::Json(e) => e.into(),
+    }
+}
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {

@@ -468,6 +468,162 @@ pub fn plain_words(s: &str) -> String {
     out
 }
 
+/// A simulated run ([`udamon_session::sim::run`]) with a progress bar on
+/// stderr over its simulated duration; `stop` ends it early.
+pub fn run_sim(
+    run: &udamon_session::sim::SimRun,
+    out: Option<&Path>,
+    stop: Option<&dyn Fn() -> bool>,
+) -> anyhow::Result<udamon_session::sim::RunSummary> {
+    let mut bar = Progress::new(0, "recording");
+    let mut progress = |done: u64, total: u64| {
+        bar.set_len(total);
+        bar.set(done);
+    };
+    let hooks = udamon_session::sim::Hooks {
+        progress: Some(&mut progress),
+        stop,
+        snapshot: None,
+    };
+    let s = udamon_session::sim::run(run, out, hooks).map_err(crate::sim_error)?;
+    bar.finish();
+    Ok(s)
+}
+
+/// The one-paragraph human summary of a live run.
+pub fn print_summary(s: &udamon_session::LiveSummary) {
+    let kb = |v: Option<u64>| v.map_or("?".into(), |k| udamon_report::fmt_bytes(k * 1024));
+    let what = if s.pid == 0 {
+        s.command.clone()
+    } else {
+        format!("pid {} ({})", s.pid, s.command)
+    };
+    println!(
+        "monitored {what} with {} for {:.1}s ({}): {} snapshots, {:.0} regions on average",
+        s.ops.name(),
+        s.monitored_s,
+        s.ended_by,
+        s.snapshots,
+        s.avg_nr_regions
+    );
+    println!(
+        "  access checks see {}; snapshots from {}",
+        s.access, s.source
+    );
+    print!(
+        "  udamon CPU: {:.4} s per second ({:.4} while monitoring, {:.2} s to set up)",
+        s.udamon_cpu_s_per_s, s.udamon_monitoring_cpu_s_per_s, s.udamon_setup_cpu_s
+    );
+    match s.kdamond_cpu_s_per_s {
+        Some(k) => println!("; kdamond: {k:.4} s/s"),
+        None => println!(),
+    }
+    if let (Some(n), Some(p)) = (s.softdirty_resets, s.softdirty_reset_period) {
+        println!(
+            "  soft-dirty: {n} reset(s), {}",
+            reset_period(p.last, p.min, p.max)
+        );
+    }
+    if s.rss_start_kb.is_some() || s.rss_end_kb.is_some() {
+        println!(
+            "  target RSS {} -> {}; swap {}",
+            kb(s.rss_start_kb),
+            kb(s.rss_end_kb),
+            kb(s.swap_end_kb)
+        );
+    }
+    if let Some(o) = &s.output {
+        println!("wrote {o} ({})", udamon_report::fmt_bytes(s.record_bytes));
+    }
+}
+
+/// "reset before every sample", "reset every 4 windows", "reset every 4
+/// windows at the end (2 to 6 over the run)".
+pub fn reset_period(last: u32, min: u32, max: u32) -> String {
+    let every = |n: u32| match n {
+        0 => "before every sample".to_string(),
+        1 => "every window".to_string(),
+        n => format!("every {n} windows"),
+    };
+    if min == max {
+        format!("reset {}", every(last))
+    } else {
+        format!(
+            "reset {} at the end ({min} to {max} over the run)",
+            every(last)
+        )
+    }
+}
+
+/// The per-scheme statistics table, then one description line per scheme.
+pub fn print_scheme_table(reports: &[udamon_session::SchemeReport]) {
+    println!(
+        "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
+        "#", "action", "nr_tried", "sz_tried", "nr_applied", "sz_applied", "qt_exceed", "quota"
+    );
+    for r in reports {
+        println!(
+            "{:>2}  {:<12} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}",
+            r.index,
+            r.action,
+            r.stats.nr_tried,
+            udamon_report::fmt_bytes(r.stats.sz_tried),
+            r.stats.nr_applied,
+            udamon_report::fmt_bytes(r.stats.sz_applied),
+            r.stats.qt_exceeds,
+            if r.not_available
+                .iter()
+                .any(|n| n.starts_with("effective_quota_bytes"))
+            {
+                "n/a".into()
+            } else {
+                r.effective_quota_bytes
+                    .map_or("unlimited".into(), udamon_report::fmt_bytes)
+            }
+        );
+    }
+    for r in reports {
+        println!("    {}: {}", r.index, r.description);
+        if let Some(b) = r.would_apply_bytes {
+            println!(
+                "       dry run: {} would have been applied to {} of distinct memory",
+                r.action,
+                udamon_report::fmt_bytes(b)
+            );
+        }
+    }
+    println!(
+        "    (tried and applied add up over every apply pass, so they can exceed the memory's size)"
+    );
+    let mut na: Vec<&String> = reports.iter().flat_map(|r| &r.not_available).collect();
+    na.sort();
+    na.dedup();
+    for n in na {
+        println!("    n/a: {n}");
+    }
+}
+
+/// The accuracy of a simulated run against its truth, one figure a line.
+pub fn print_accuracy(acc: &udamon_sim::Accuracy, monitor: &str) {
+    println!(
+        "accuracy of {monitor} monitoring over {} windows (after {} warm-up windows):",
+        acc.windows, acc.warmup_windows
+    );
+    println!(
+        "  freq_mae   {:.4}   mean |estimated - true| access frequency",
+        acc.freq_mae
+    );
+    println!(
+        "  hot_f1     {:.3}    F1 of hot memory (frequency >= {})",
+        acc.hot_f1, acc.hot_threshold
+    );
+    println!(
+        "  wss_error  {:.3}    relative working-set size error",
+        acc.wss_error
+    );
+    println!("  regions    {:.0}      on average", acc.avg_nr_regions);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

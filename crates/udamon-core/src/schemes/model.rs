@@ -46,8 +46,9 @@ impl Action {
         Action::Mlock,
     ];
 
-    /// The kernel's keyword (sysfs `action` file).
-    pub fn name(self) -> &'static str {
+    /// The action's keyword: the kernel's (sysfs `action` file, damo's
+    /// `--damos_action`), udamon's own for `mlock`.
+    pub const fn name(self) -> &'static str {
         match self {
             Action::Willneed => "willneed",
             Action::Cold => "cold",
@@ -61,6 +62,19 @@ impl Action {
             Action::MigrateCold => "migrate_cold",
             Action::Stat => "stat",
             Action::Mlock => "mlock",
+        }
+    }
+
+    /// The action named `name` exactly ([`Action::name`]).
+    pub fn from_name(name: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// The kernel's keyword; None for what only udamon's engine does.
+    pub const fn kernel_name(self) -> Option<&'static str> {
+        match self {
+            Action::Mlock => None,
+            a => Some(a.name()),
         }
     }
 
@@ -175,6 +189,33 @@ pub enum GoalTuner {
     Fast,
 }
 
+impl GoalTuner {
+    pub const ALL: [GoalTuner; 3] = [GoalTuner::Consist, GoalTuner::Temporal, GoalTuner::Fast];
+
+    /// The tuner's keyword: the kernel's (sysfs `quotas/goal_tuner`,
+    /// Linux 7.1+), udamon's own for `fast`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            GoalTuner::Consist => "consist",
+            GoalTuner::Temporal => "temporal",
+            GoalTuner::Fast => "fast",
+        }
+    }
+
+    /// The tuner named `name` exactly.
+    pub fn from_name(name: &str) -> Option<GoalTuner> {
+        GoalTuner::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The kernel's keyword; None for udamon's own.
+    pub const fn kernel_name(self) -> Option<&'static str> {
+        match self {
+            GoalTuner::Fast => None,
+            t => Some(t.name()),
+        }
+    }
+}
+
 /// What a quota goal measures. The last two are the simulator's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -193,6 +234,48 @@ pub enum GoalMetric {
     RssBp,
     /// Refaults (faults on pages that were paged out) per second.
     RefaultRate,
+}
+
+impl GoalMetric {
+    pub const ALL: [GoalMetric; 6] = [
+        GoalMetric::UserInput,
+        GoalMetric::SomeMemPsiUs,
+        GoalMetric::NodeMemUsedBp,
+        GoalMetric::NodeMemFreeBp,
+        GoalMetric::RssBp,
+        GoalMetric::RefaultRate,
+    ];
+
+    /// The metric's keyword: the kernel's (sysfs `target_metric`), the
+    /// simulator's own for `rss_bp` and `refault_rate`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            GoalMetric::UserInput => "user_input",
+            GoalMetric::SomeMemPsiUs => "some_mem_psi_us",
+            GoalMetric::NodeMemUsedBp => "node_mem_used_bp",
+            GoalMetric::NodeMemFreeBp => "node_mem_free_bp",
+            GoalMetric::RssBp => "rss_bp",
+            GoalMetric::RefaultRate => "refault_rate",
+        }
+    }
+
+    /// The metric named `name` exactly.
+    pub fn from_name(name: &str) -> Option<GoalMetric> {
+        GoalMetric::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The kernel's keyword; None for the simulator's own metrics.
+    pub const fn kernel_name(self) -> Option<&'static str> {
+        match self {
+            GoalMetric::RssBp | GoalMetric::RefaultRate => None,
+            m => Some(m.name()),
+        }
+    }
+
+    /// Whether the goal names a NUMA node (its `nid`).
+    pub const fn is_per_node(self) -> bool {
+        matches!(self, GoalMetric::NodeMemUsedBp | GoalMetric::NodeMemFreeBp)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -241,6 +324,23 @@ pub enum WatermarkMetric {
     FreeMemRate,
 }
 
+impl WatermarkMetric {
+    pub const ALL: [WatermarkMetric; 2] = [WatermarkMetric::None, WatermarkMetric::FreeMemRate];
+
+    /// The kernel's keyword (sysfs `watermarks/metric`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            WatermarkMetric::None => "none",
+            WatermarkMetric::FreeMemRate => "free_mem_rate",
+        }
+    }
+
+    /// The metric named `name` exactly.
+    pub fn from_name(name: &str) -> Option<WatermarkMetric> {
+        WatermarkMetric::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
 /// Activates a scheme only while the metric is in range: it turns off above
 /// `high` or below `low`, and turns back on only below `mid` (per-mille).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,7 +373,85 @@ pub enum FilterKind {
 
 impl FilterKind {
     pub fn is_core(&self) -> bool {
-        matches!(self, FilterKind::Addr { .. } | FilterKind::Target { .. })
+        self.filter_type().is_core()
+    }
+
+    /// The type of the filter, without its arguments.
+    pub fn filter_type(&self) -> FilterType {
+        match self {
+            FilterKind::Addr { .. } => FilterType::Addr,
+            FilterKind::Target { .. } => FilterType::Target,
+            FilterKind::Anon => FilterType::Anon,
+            FilterKind::Young => FilterType::Young,
+            FilterKind::Memcg { .. } => FilterType::Memcg,
+            FilterKind::HugepageSize { .. } => FilterType::HugepageSize,
+            FilterKind::Unmapped => FilterType::Unmapped,
+            FilterKind::Active => FilterType::Active,
+        }
+    }
+}
+
+/// The type of a filter ([`FilterKind`] without its arguments), as the
+/// kernel names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FilterType {
+    Addr,
+    Target,
+    Anon,
+    Young,
+    Memcg,
+    HugepageSize,
+    Unmapped,
+    Active,
+}
+
+impl FilterType {
+    pub const ALL: [FilterType; 8] = [
+        FilterType::Addr,
+        FilterType::Target,
+        FilterType::Anon,
+        FilterType::Young,
+        FilterType::Memcg,
+        FilterType::HugepageSize,
+        FilterType::Unmapped,
+        FilterType::Active,
+    ];
+
+    /// The kernel's keyword (sysfs filter `type` file).
+    pub const fn name(self) -> &'static str {
+        match self {
+            FilterType::Addr => "addr",
+            FilterType::Target => "target",
+            FilterType::Anon => "anon",
+            FilterType::Young => "young",
+            FilterType::Memcg => "memcg",
+            FilterType::HugepageSize => "hugepage_size",
+            FilterType::Unmapped => "unmapped",
+            FilterType::Active => "active",
+        }
+    }
+
+    /// The type named `name` exactly.
+    pub fn from_name(name: &str) -> Option<FilterType> {
+        FilterType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Decided by the engine (core filters) rather than per page by the
+    /// operations set.
+    pub const fn is_core(self) -> bool {
+        matches!(self, FilterType::Addr | FilterType::Target)
+    }
+
+    /// The filter of this type when it takes no arguments (`anon`,
+    /// `young`, `unmapped`, `active`).
+    pub fn without_args(self) -> Option<FilterKind> {
+        match self {
+            FilterType::Anon => Some(FilterKind::Anon),
+            FilterType::Young => Some(FilterKind::Young),
+            FilterType::Unmapped => Some(FilterKind::Unmapped),
+            FilterType::Active => Some(FilterKind::Active),
+            _ => None,
+        }
     }
 }
 

@@ -728,3 +728,33 @@ fn score_histogram_skips_regions_core_filters_reject() {
     let got: Vec<(usize, AddrRange)> = ops.calls.iter().map(|c| (c.0, c.1)).collect();
     assert_eq!(got, vec![(0, AddrRange::new(MIB, 2 * MIB))]);
 }
+
+#[test]
+fn names_read_back() {
+    for a in Action::ALL {
+        assert_eq!(Action::from_name(a.name()), Some(a));
+        assert_eq!(a.kernel_name().is_none(), a == Action::Mlock);
+    }
+    for t in GoalTuner::ALL {
+        assert_eq!(GoalTuner::from_name(t.name()), Some(t));
+    }
+    for m in GoalMetric::ALL {
+        assert_eq!(GoalMetric::from_name(m.name()), Some(m));
+    }
+    for m in WatermarkMetric::ALL {
+        assert_eq!(WatermarkMetric::from_name(m.name()), Some(m));
+    }
+    for t in FilterType::ALL {
+        assert_eq!(FilterType::from_name(t.name()), Some(t));
+        if let Some(k) = t.without_args() {
+            assert_eq!(k.filter_type(), t);
+        }
+    }
+    assert_eq!(GoalMetric::from_name("rss"), None);
+    assert_eq!(
+        FilterKind::HugepageSize { min: 0, max: 1 }
+            .filter_type()
+            .name(),
+        "hugepage_size"
+    );
+}

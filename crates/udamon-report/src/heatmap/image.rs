@@ -14,6 +14,7 @@ use std::ops::RangeInclusive;
 use std::path::Path;
 use std::sync::Once;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
@@ -196,6 +197,18 @@ fn draw<DB: DrawingBackend>(
         .draw()?;
 
     chart.plotting_area().fill(&UNMONITORED)?;
+    let rects = cell_rects(hm, (t0, t1), len);
+    chart.draw_series(rects)?;
+
+    draw_gaps(&root, &mut chart, hm, (t0, t1))?;
+
+    // Colour bar, aligned with the plot vertically.
+    draw_colour_bar(&bar, x_label_area)
+}
+
+/// The cells as rectangles, a run of cells of one colour in a row as one,
+/// never-monitored cells left out.
+fn cell_rects(hm: &Heatmap, (t0, t1): (f64, f64), len: f64) -> Vec<Rectangle<(f64, f64)>> {
     let tw = (t1 - t0) / hm.time_bins as f64;
     let bw = len / hm.addr_bins as f64;
     let mut rects = Vec::new();
@@ -220,8 +233,16 @@ fn draw<DB: DrawingBackend>(
             a = b;
         }
     }
-    chart.draw_series(rects)?;
+    rects
+}
 
+/// A white line at each collapsed gap, with a tag giving the gap's size.
+fn draw_gaps<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    hm: &Heatmap,
+    (t0, t1): (f64, f64),
+) -> DrawResult<DB::ErrorType> {
     for g in hm.segments.iter().skip(1) {
         let y = g.axis_offset as f64;
         chart.draw_series(std::iter::once(PathElement::new(
@@ -239,9 +260,16 @@ fn draw<DB: DrawingBackend>(
         root.draw(&Rectangle::new([(x0, y0), (x1, y1)], WHITE.filled()))?;
         root.draw_text(&label, &style, (x0 + 4, y0 + 3))?;
     }
+    Ok(())
+}
 
-    // Colour bar, aligned with the plot vertically.
-    let mut cb = ChartBuilder::on(&bar)
+/// The colour bar and its label, aligned with the plot vertically (the
+/// plot's x label area is `x_label_area`).
+fn draw_colour_bar<DB: DrawingBackend>(
+    bar: &DrawingArea<DB, Shift>,
+    x_label_area: i32,
+) -> DrawResult<DB::ErrorType> {
+    let mut cb = ChartBuilder::on(bar)
         .margin_top(10)
         .margin_bottom(10)
         .margin_right(10)

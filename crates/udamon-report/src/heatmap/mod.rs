@@ -221,35 +221,7 @@ fn build_inner<S: SnapshotSource + ?Sized>(
     ages: bool,
 ) -> Result<(Heatmap, Option<Vec<f64>>), Error> {
     let (time_bins, addr_bins) = opts.bins_for(format);
-    if time_bins == 0 || addr_bins == 0 {
-        return Err(Error::InvalidOption(
-            "heatmap bins must be at least 1".into(),
-        ));
-    }
-    if time_bins.saturating_mul(addr_bins) > 1 << 26 {
-        return Err(Error::InvalidOption(format!(
-            "{time_bins}x{addr_bins} heatmap bins are too many (at most 2^26)"
-        )));
-    }
-    if opts.all && opts.address_range.is_some() {
-        return Err(Error::InvalidOption(
-            "all and address_range cannot be combined".into(),
-        ));
-    }
-    if let Some((s, e)) = opts.address_range {
-        if s >= e {
-            return Err(Error::InvalidOption(format!(
-                "empty address range {s:#x}..{e:#x}"
-            )));
-        }
-    }
-    if let Some((s, e)) = opts.time_range {
-        if s >= e {
-            return Err(Error::InvalidOption(format!(
-                "empty time range {s}us..{e}us"
-            )));
-        }
-    }
+    check_options(opts, time_bins, addr_bins)?;
 
     let plan = plan_pass(src, opts)?;
     let target = plan.target.ok_or(Error::NoSnapshots)?;
@@ -292,6 +264,74 @@ fn build_inner<S: SnapshotSource + ?Sized>(
     let range = opts
         .time_range
         .map(|(s, e)| (rs.saturating_add(s), rs.saturating_add(e)));
+    accumulate_pass(src, range, target, &axis, (w0, w1), &mut acc)?;
+
+    let (cells, ages) = acc.finish();
+    Ok((
+        Heatmap {
+            target_idx: target,
+            record_start_us: rs,
+            start_us: t0 - rs,
+            end_us: t1 - rs,
+            time_bins,
+            addr_bins,
+            segments,
+            axis_bytes: w1 - w0,
+            monitored_bytes: plan.union.total(),
+            window,
+            access_share,
+            nr_snapshots: plan.nr_snapshots,
+            cells,
+        },
+        ages,
+    ))
+}
+
+/// The options' own checks: bins, and the address and time ranges.
+fn check_options(opts: &HeatmapOptions, time_bins: usize, addr_bins: usize) -> Result<(), Error> {
+    if time_bins == 0 || addr_bins == 0 {
+        return Err(Error::InvalidOption(
+            "heatmap bins must be at least 1".into(),
+        ));
+    }
+    if time_bins.saturating_mul(addr_bins) > 1 << 26 {
+        return Err(Error::InvalidOption(format!(
+            "{time_bins}x{addr_bins} heatmap bins are too many (at most 2^26)"
+        )));
+    }
+    if opts.all && opts.address_range.is_some() {
+        return Err(Error::InvalidOption(
+            "all and address_range cannot be combined".into(),
+        ));
+    }
+    if let Some((s, e)) = opts.address_range {
+        if s >= e {
+            return Err(Error::InvalidOption(format!(
+                "empty address range {s:#x}..{e:#x}"
+            )));
+        }
+    }
+    if let Some((s, e)) = opts.time_range {
+        if s >= e {
+            return Err(Error::InvalidOption(format!(
+                "empty time range {s}us..{e}us"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The second pass, *accumulate*: every region of `target` in the time
+/// `range` adds its frequency (and age) to the cells of the shown window
+/// `[w0, w1)` of the axis it covers.
+fn accumulate_pass<S: SnapshotSource + ?Sized>(
+    src: &S,
+    range: Option<(u64, u64)>,
+    target: u32,
+    axis: &Axis,
+    (w0, w1): (u64, u64),
+    acc: &mut Accumulator,
+) -> Result<(), Error> {
     each(src, |s| {
         if let Some((r0, r1)) = range {
             if s.end_us <= r0 || s.start_us >= r1 {
@@ -327,26 +367,7 @@ fn build_inner<S: SnapshotSource + ?Sized>(
         }
         acc.add_snapshot(s.start_us, s.end_us);
     })?;
-
-    let (cells, ages) = acc.finish();
-    Ok((
-        Heatmap {
-            target_idx: target,
-            record_start_us: rs,
-            start_us: t0 - rs,
-            end_us: t1 - rs,
-            time_bins,
-            addr_bins,
-            segments,
-            axis_bytes: w1 - w0,
-            monitored_bytes: plan.union.total(),
-            window,
-            access_share,
-            nr_snapshots: plan.nr_snapshots,
-            cells,
-        },
-        ages,
-    ))
+    Ok(())
 }
 
 /// What the first pass learns.

@@ -32,6 +32,30 @@ impl Heatmap {
 fn write_text(hm: &Heatmap, w: &mut dyn Write, color: bool) -> Result<(), Error> {
     let tw = hm.time_bin_us();
     let bw = hm.addr_bin_bytes();
+    write_header(hm, w, tw, bw)?;
+
+    let (seps, pos) = columns(hm, bw);
+
+    let decimals = time_decimals(tw);
+    let labels: Vec<String> = (0..hm.time_bins)
+        .map(|t| secs_label(hm.start_us as f64 + t as f64 * tw, decimals))
+        .collect();
+    let lw = labels.iter().map(String::len).max().unwrap_or(0);
+    let indent = " ".repeat(lw + 1);
+
+    // Address labels and ruler.
+    let (line, ruler) = address_axis(hm, bw, &seps, &pos);
+    writeln!(w, "{indent}{}", line.iter().collect::<String>().trim_end())?;
+    writeln!(w, "{indent}{}", ruler.iter().collect::<String>())?;
+
+    write_rows(hm, w, &labels, &seps, color)?;
+
+    // Legend.
+    write_legend(hm, w, color)
+}
+
+/// The two header lines: the target and time span, the address span.
+fn write_header(hm: &Heatmap, w: &mut dyn Write, tw: f64, bw: f64) -> Result<(), Error> {
     writeln!(
         w,
         "# heatmap of target {}: time {} .. {} since record start, {} per row",
@@ -55,7 +79,12 @@ fn write_text(hm: &Heatmap, w: &mut dyn Write, color: bool) -> Result<(), Error>
         fmt_bytes(hm.monitored_bytes),
         fmt_bytes(bw.round() as u64),
     )?;
+    Ok(())
+}
 
+/// Where the address bins are printed: the separator columns before each
+/// bin (and the end), and each bin's printed position (and the end's).
+fn columns(hm: &Heatmap, bw: f64) -> (Vec<usize>, Vec<usize>) {
     // Separator columns: a collapsed gap goes before the bin its boundary
     // falls nearest to.
     let mut seps = vec![0usize; hm.addr_bins + 1];
@@ -70,16 +99,13 @@ fn write_text(hm: &Heatmap, w: &mut dyn Write, color: bool) -> Result<(), Error>
         p += n;
         pos.push(p + c);
     }
+    (seps, pos)
+}
+
+/// The address labels line and the ruler under it: the segments' starts,
+/// the last one's end, intermediate addresses where they fit.
+fn address_axis(hm: &Heatmap, bw: f64, seps: &[usize], pos: &[usize]) -> (Vec<char>, Vec<char>) {
     let width = pos[hm.addr_bins];
-
-    let decimals = time_decimals(tw);
-    let labels: Vec<String> = (0..hm.time_bins)
-        .map(|t| secs_label(hm.start_us as f64 + t as f64 * tw, decimals))
-        .collect();
-    let lw = labels.iter().map(String::len).max().unwrap_or(0);
-    let indent = " ".repeat(lw + 1);
-
-    // Address labels and ruler.
     let mut line = vec![' '; width];
     let mut ruler: Vec<char> = vec!['-'; width];
     for (c, &n) in seps.iter().enumerate() {
@@ -137,9 +163,18 @@ fn write_text(hm: &Heatmap, w: &mut dyn Write, color: bool) -> Result<(), Error>
             false,
         );
     }
-    writeln!(w, "{indent}{}", line.iter().collect::<String>().trim_end())?;
-    writeln!(w, "{indent}{}", ruler.iter().collect::<String>())?;
+    (line, ruler)
+}
 
+/// A row per time bin: its label, then its cells.
+fn write_rows(
+    hm: &Heatmap,
+    w: &mut dyn Write,
+    labels: &[String],
+    seps: &[usize],
+    color: bool,
+) -> Result<(), Error> {
+    let lw = labels.iter().map(String::len).max().unwrap_or(0);
     let mut out = String::new();
     for (t, label) in labels.iter().enumerate() {
         out.clear();
@@ -168,8 +203,11 @@ fn write_text(hm: &Heatmap, w: &mut dyn Write, color: bool) -> Result<(), Error>
         out.push_str(&"|".repeat(seps[hm.addr_bins]));
         writeln!(w, "{}", out.trim_end())?;
     }
+    Ok(())
+}
 
-    // Legend.
+/// The legend, then the segments.
+fn write_legend(hm: &Heatmap, w: &mut dyn Write, color: bool) -> Result<(), Error> {
     let mut legend = String::from("# legend: ");
     for l in 0..LEVELS {
         if color {

@@ -1,29 +1,17 @@
 //! `udamon apply` and `udamon schemes check`.
 
-use std::path::Path;
-
 use anyhow::Result;
 use serde::Serialize;
 use udamon_core::schemes::Damos;
-use udamon_scheme_file::{parse_file, to_json, to_toml};
-
-use super::record::{
-    attrs_from, print_scheme_table, read_spec, run_duration, run_sim, RunSummary, SimRun,
-};
-use crate::cli::{ApplyArgs, SchemesCommand};
-use crate::cmd::live::{print_summary, refuse_ops_with_sim, run_from_args};
-use crate::output::print_json;
-use crate::UsageError;
+use udamon_scheme_file::{to_json, to_toml};
+use udamon_session::sim::{RunSummary, SimRun};
 use udamon_sim::MonitorKind;
 
-/// The schemes of a scheme file; a file without any is bad input.
-pub fn read_schemes(path: &Path) -> Result<Vec<Damos>> {
-    let schemes = parse_file(path)?;
-    if schemes.is_empty() {
-        return Err(UsageError(format!("{}: no scheme in the file", path.display())).into());
-    }
-    Ok(schemes)
-}
+use crate::cli::{ApplyArgs, SchemesCommand};
+use crate::inputs::{read_schemes, read_spec, refuse_ops_with_sim, run_duration};
+use crate::live::run_from_args;
+use crate::output::{print_json, print_scheme_table, print_summary, run_sim};
+use crate::UsageError;
 
 pub fn schemes(c: SchemesCommand) -> Result<()> {
     match c {
@@ -53,7 +41,7 @@ struct Comparison<'a> {
 pub fn run(a: ApplyArgs) -> Result<()> {
     let schemes = read_schemes(&a.schemes)?;
     let duration_us = run_duration(a.duration.as_deref())?;
-    let attrs = attrs_from(&a.attrs)?;
+    let attrs = a.attrs.attrs()?;
     let Some(sim) = &a.sim else {
         if let Some(p) = &a.output {
             crate::output::prepare("--output", p, &[&a.schemes], &[])?;
@@ -67,22 +55,17 @@ pub fn run(a: ApplyArgs) -> Result<()> {
     }
     let origin = sim.display().to_string();
     let mut run = SimRun {
-        spec_text: &spec_text,
-        origin: &origin,
         seed: a.seed,
         duration_us,
         attrs,
         kind: MonitorKind::adaptive(attrs.mode),
-        schemes: Vec::new(),
-        score: false,
-        progress: true,
-        interruptible: false,
         dry_run: a.dry_run,
         softdirty_reset: a.live.softdirty_reset,
+        ..SimRun::new(&spec_text, &origin)
     };
-    let baseline = run_sim(&run, None)?;
+    let baseline = run_sim(&run, None, None)?;
     run.schemes = schemes;
-    let with = run_sim(&run, a.output.as_deref())?;
+    let with = run_sim(&run, a.output.as_deref(), None)?;
     let mut ratios = serde_json::Map::new();
     for (k, v) in &with.metrics {
         if let (Some(x), Some(b)) = (v.as_f64(), baseline.metrics.get(k).and_then(|b| b.as_f64())) {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use udamon_record::{Entry, Writer};
 use udamon_report::Selected;
 
-use super::report::{address_range_arg, selection, time_range_arg};
+use super::report::selected;
 use crate::cli::CutArgs;
 use crate::output::{print_json, WholeFile};
 use crate::UsageError;
@@ -23,7 +23,12 @@ struct CutSummary {
 }
 
 pub fn run(a: CutArgs) -> Result<()> {
-    if a.time_range.is_none() && a.address_range.is_none() && a.target.is_none() {
+    let (time_range, address_range, target) = (
+        &a.select.time_range,
+        &a.select.address_range,
+        a.select.target,
+    );
+    if time_range.is_none() && address_range.is_none() && target.is_none() {
         bail!(UsageError(
             "give what to keep: --time-range, --address-range or --target (or several)".into()
         ));
@@ -41,17 +46,12 @@ pub fn run(a: CutArgs) -> Result<()> {
     let span_end = with_snapshots()
         .next_back()
         .map_or(origin, |f| f.last_end_us);
-    let sel = selection(
-        &reader,
-        time_range_arg(a.time_range.as_deref())?,
-        address_range_arg(a.address_range.as_deref())?,
-        a.target,
-    )?;
+    let sel = selected(&reader, &a.select)?;
     let mut header = reader.header().clone();
     let from = serde_json::json!({
         "record": a.record.display().to_string(),
-        "time_range": a.time_range,
-        "address_range": a.address_range,
+        "time_range": time_range,
+        "address_range": address_range,
         "target": sel.target,
     });
     match header.params.as_object_mut() {

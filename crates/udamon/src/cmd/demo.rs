@@ -3,34 +3,24 @@
 use std::io::{self, BufWriter, Write};
 
 use anyhow::Result;
-use udamon_core::Attrs;
 use udamon_report::{fmt_bytes, fmt_us};
 use udamon_report::{heatmap, wss, HeatmapFormat, HeatmapOptions, ImageOptions, WssOptions};
-use udamon_sim::{AccuracyAcc, AccuracyOptions, MonitorKind, Workload, DEMO_SPEC};
+use udamon_session::sim::SimRun;
+use udamon_sim::{AccuracyAcc, AccuracyOptions, Workload, DEMO_SPEC};
 
-use super::record::{run_sim, SimRun};
-use super::report::{print_accuracy, sim_model, title};
 use crate::cli::DemoArgs;
+use crate::inputs::{open_record, sim_model, title};
+use crate::output::{print_accuracy, run_sim};
 
 pub fn run(a: DemoArgs) -> Result<()> {
     crate::output::prepare("--output", &a.output, &[], &[&a.image])?;
     crate::output::check_output("--image", &a.image, &[], &[&a.output])?;
     let run = SimRun {
-        spec_text: DEMO_SPEC,
-        origin: "demo",
         seed: Some(a.seed),
-        duration_us: None,
-        attrs: Attrs::default(),
-        kind: MonitorKind::Adaptive,
-        schemes: Vec::new(),
-        score: false,
-        progress: true,
-        interruptible: false,
-        dry_run: false,
-        softdirty_reset: Default::default(),
+        ..SimRun::new(DEMO_SPEC, "demo")
     };
-    let s = run_sim(&run, Some(&a.output))?;
-    let reader = super::report::open_record(&a.output)?;
+    let s = run_sim(&run, Some(&a.output), None)?;
+    let reader = open_record(&a.output)?;
     let mut out = BufWriter::new(io::stdout().lock());
     writeln!(
         out,

@@ -8,9 +8,8 @@ use anyhow::{Context, Result};
 use udamon_core::schemes::Damos;
 use udamon_core::Attrs;
 use udamon_eval::{Event, Machine, Options, Outcome, SimFigures, SimRunner, Store, Suite};
-use udamon_sim::MonitorKind;
+use udamon_session::sim::{self, Hooks, Prepared, Setup};
 
-use super::record::{run_sim, SimRun};
 use crate::cli::EvalArgs;
 use crate::output::{print_json, replace_whole, WholeFile};
 use crate::UsageError;
@@ -36,30 +35,24 @@ impl SimRunner for Simulator {
     ) -> Result<SimFigures, String> {
         let text = std::fs::read_to_string(spec).map_err(|e| format!("{}: {e}", spec.display()))?;
         let origin = spec.display().to_string();
-        let w = udamon_sim::Workload::from_toml(&text, &origin).map_err(|e| e.to_string())?;
-        let run = SimRun {
-            spec_text: &text,
-            origin: &origin,
-            seed: Some(w.seed.unwrap_or(0) + u64::from(repeat)),
-            duration_us,
-            attrs: Attrs::default(),
-            kind: MonitorKind::Adaptive,
+        // The spec's seed (else 0) + the repeat.
+        let mut p =
+            Prepared::from_spec(&text, &origin, None, duration_us).map_err(|e| e.to_string())?;
+        p.seed += u64::from(repeat);
+        let setup = Setup {
             schemes: schemes.to_vec(),
-            score: false,
-            progress: false,
-            interruptible: false,
-            dry_run: false,
-            softdirty_reset: Default::default(),
+            ..Setup::adaptive(Attrs::default())
         };
-        let cpu0 = super::bench::cpu_time_s();
-        let s = run_sim(&run, None).map_err(|e| format!("{e:#}"))?;
+        let cpu0 = udamon_session::self_cpu_s();
+        let s = sim::run_prepared(&p, &setup, false, None, Hooks::default())
+            .map_err(|e| format!("{:#}", crate::sim_error(e)))?;
         let num = |k: &str| s.metrics.get(k).and_then(|v| v.as_f64());
         Ok(SimFigures {
             runtime_s: num("runtime_s").unwrap_or(s.simulated_s),
             rss_avg_kb: num("rss_avg_bytes").map(|b| b / 1024.0),
             rss_peak_kb: num("rss_peak_bytes").map(|b| (b / 1024.0) as u64),
             faults: num("faults").map(|f| f as u64),
-            cpu_s: super::bench::cpu_time_s() - cpu0,
+            cpu_s: udamon_session::self_cpu_s() - cpu0,
         })
     }
 }

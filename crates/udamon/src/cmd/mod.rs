@@ -2,10 +2,6 @@
 
 mod apply;
 mod bench;
-mod bench_endpoint;
-mod bench_import;
-mod bench_service;
-mod bench_tiering;
 mod cleanup;
 mod cut;
 mod demo;
@@ -13,14 +9,13 @@ mod eval;
 mod export;
 mod features;
 mod import;
-pub mod live;
 mod record;
-pub mod replay;
+mod replay;
 mod report;
 mod report_html;
 mod service;
 mod topology;
-pub mod tune;
+mod tune;
 
 use std::io::Write;
 

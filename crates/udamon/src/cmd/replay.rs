@@ -1,154 +1,44 @@
 //! `udamon replay`: what-if analysis. A record's snapshots become a
 //! simulated workload (docs/tuning.md), and schemes run on it predict the
 //! resident set, faults and runtime they would give, without rerunning the
-//! recorded workload.
-
-use std::path::PathBuf;
+//! recorded workload (`udamon_tune::whatif`); this is its command line.
 
 use anyhow::Result;
-use clap::Args;
-use serde::Serialize;
-use udamon_tune::replay::{from_record, ReplayOptions, ReplayStats};
-use udamon_tune::{Metrics, Runner, ScoreFn, SimRunner};
+use udamon_tune::plan::Spec;
+use udamon_tune::whatif::{predict, Check, Prediction, WhatIf};
+use udamon_tune::Metrics;
 
-use super::record::{attrs_from, run_duration};
-use super::tune::{score_fn, ue, ScoreArgs};
-use crate::cli::AttrsArgs;
+use crate::cli::ReplayArgs;
+use crate::inputs::{open, read_schemes, run_duration};
 use crate::output::print_json;
-use crate::UsageError;
-
-/// Predict what schemes would do to a recorded workload.
-#[derive(Args, Debug)]
-pub struct ReplayArgs {
-    /// Record file to replay (see `udamon record`)
-    pub record: PathBuf,
-    /// Scheme file to try: one-line text, TOML or JSON (see docs/schemes.md)
-    #[arg(long, value_name = "FILE", required = true)]
-    pub schemes: PathBuf,
-    /// Also run the real workload (the record's own spec for simulator
-    /// records, or --sim) and show how far the prediction is
-    #[arg(long)]
-    pub check: bool,
-    /// The real workload for --check (TOML spec)
-    #[arg(long, value_name = "SPEC", requires = "check")]
-    pub sim: Option<PathBuf>,
-    /// Seed of the replay (and of --check's run) [default: the record's]
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Simulated duration of --check's real runs [default: the spec's]
-    #[arg(long, value_name = "DURATION")]
-    pub duration: Option<String>,
-    #[command(flatten)]
-    pub attrs: AttrsArgs,
-    #[command(flatten)]
-    pub score: ScoreArgs,
-    /// Print the prediction as JSON
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Serialize)]
-struct Side {
-    without_schemes: Metrics,
-    with_schemes: Metrics,
-    score: f64,
-    raw_score: f64,
-    sla_ok: bool,
-}
-
-#[derive(Serialize)]
-struct Report {
-    record: String,
-    replay: ReplayStats,
-    seed: u64,
-    predicted: Side,
-    /// With --check: the real runs.
-    real: Option<Side>,
-}
-
-fn side(
-    runner: &mut dyn Runner,
-    schemes: &[udamon_core::schemes::Damos],
-    scorer: &ScoreFn,
-) -> Result<Side> {
-    let base = runner.run(&[]).map_err(ue)?;
-    let with = runner.run(schemes).map_err(ue)?;
-    let mut sc = scorer.fresh();
-    sc.score(&base, &base, 0.0).map_err(ue)?;
-    let s = sc.score(&with, &base, 0.0).map_err(ue)?;
-    Ok(Side {
-        without_schemes: base,
-        with_schemes: with,
-        score: s.score,
-        raw_score: s.raw,
-        sla_ok: s.sla_ok,
-    })
-}
+use crate::tune_error;
 
 pub fn run(a: ReplayArgs) -> Result<()> {
     // The attribute flags are checked as `record` checks them, whether or
     // not a run uses them.
-    let attrs = attrs_from(&a.attrs)?;
-    let schemes = super::apply::read_schemes(&a.schemes)?;
-    let scorer = score_fn(&a.score)?;
+    let attrs = a.attrs.attrs()?;
+    let schemes = read_schemes(&a.schemes)?;
+    let score = a.score.options().build().map_err(tune_error)?;
     // A damaged record replays its readable part: `open` says so.
-    let reader = super::report::open(&a.record)?;
-    let replay = from_record(
-        &reader,
-        &a.record.display().to_string(),
-        &ReplayOptions::default(),
-    )
-    .map_err(ue)?;
-    let seed = a.seed.or(replay.seed).unwrap_or(0);
-    let rec = a.record.display().to_string();
-    let mut synthetic = SimRunner::new(
-        replay.workload.clone(),
-        replay.attrs,
-        seed,
-        &format!("replay of {rec}"),
-    );
-    let predicted = side(&mut synthetic, &schemes, &scorer)?;
-    let real = if a.check {
-        let duration_us = run_duration(a.duration.as_deref())?;
-        let mut runner = match (&a.sim, &replay.spec_toml) {
-            (Some(p), _) => {
-                let text = super::record::read_spec(p)?;
-                SimRunner::from_spec(
-                    &text,
-                    &p.display().to_string(),
-                    Some(seed),
-                    duration_us,
-                    attrs,
-                )
-                .map_err(ue)?
-            }
-            (None, Some(spec)) => SimRunner::from_spec(
-                spec,
-                &format!("{rec} (its spec)"),
-                Some(seed),
-                duration_us,
-                replay.attrs,
-            )
-            .map_err(ue)?,
-            (None, None) => {
-                return Err(UsageError(format!(
-                    "--check: {rec} is not a simulator record, so there is no workload to check \
-                     against (expected --sim SPEC)"
-                ))
-                .into())
-            }
-        };
-        Some(side(&mut runner, &schemes, &scorer)?)
+    let reader = open(&a.record)?;
+    let check = if a.check {
+        Some(Check {
+            spec: a.sim.clone().map(Spec::File),
+            duration_us: run_duration(a.duration.as_deref())?,
+            attrs,
+        })
     } else {
         None
     };
-    let report = Report {
-        record: rec,
-        replay: replay.stats,
-        seed,
-        predicted,
-        real,
-    };
+    let report = predict(&WhatIf {
+        record: &reader,
+        name: &a.record.display().to_string(),
+        schemes: &schemes,
+        score: &score,
+        seed: a.seed,
+        check,
+    })
+    .map_err(tune_error)?;
     if a.json {
         return print_json(&report);
     }
@@ -159,7 +49,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
 /// A printed figure: label, getter, formatter.
 type Row = (&'static str, fn(&Metrics) -> f64, fn(f64) -> String);
 
-fn print_report(r: &Report) {
+fn print_report(r: &Prediction) {
     let st = &r.replay;
     println!(
         "replay of {}: {} snapshots as {} phases, {} access ranges over {} cells of {} ({:.1}s)",

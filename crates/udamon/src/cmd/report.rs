@@ -1,22 +1,25 @@
 //! `udamon report`: read a record, print or draw a report.
 
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::{bail, Result};
+use udamon_core::units::{
+    parse_address, parse_duration_us, parse_range, parse_size, Fraction, UnitError, UnitErrorKind,
+};
 use udamon_record::{Entry, Reader};
 use udamon_report::{
     heatmap, hot, wss, HeatmapFormat, HeatmapOptions, HotOptions, ImageOptions, Selected,
     Selection, WssOptions,
 };
-use udamon_sim::units::{parse_duration_us, parse_size};
-use udamon_sim::{AccuracyAcc, AccuracyOptions, Model, Workload};
+use udamon_session::SchemeReport;
+use udamon_sim::{AccuracyAcc, AccuracyOptions};
 
 use crate::cli::{
-    AccuracyArgs, HeatmapArgs, HotArgs, JsonFileArgs, RawArgs, ReportCommand, WssArgs,
+    AccuracyArgs, HeatmapArgs, HotArgs, JsonFileArgs, RawArgs, ReportCommand, SelectArgs, WssArgs,
 };
-use crate::output::print_json;
+use crate::inputs::{duration_arg, sim_model};
+pub use crate::inputs::{open, title};
+use crate::output::{print_accuracy, print_json, print_scheme_table, reset_period};
 use crate::UsageError;
 
 pub fn run(r: ReportCommand) -> Result<()> {
@@ -32,68 +35,22 @@ pub fn run(r: ReportCommand) -> Result<()> {
     }
 }
 
-/// Opens a record; every damaged stretch is reported on stderr and the
-/// readable frames are used.
-pub fn open(path: &Path) -> Result<Reader> {
-    let mut reader = open_record(path)?;
-    for d in reader.damage() {
-        eprintln!("udamon: warning: {}: {d}", path.display());
-    }
-    // A closed record's frames are checked as they are read.
-    let name = path.display().to_string();
-    reader.on_damage(move |d| eprintln!("udamon: warning: {name}: {d}"));
-    if write_only(&reader) {
-        eprintln!(
-            "udamon: note: {} was recorded with soft-dirty bits: it shows writes only; reads are not seen",
-            path.display()
-        );
-    }
-    Ok(reader)
-}
-
-/// Opens a record file the user named: a file that cannot be read (missing,
-/// a directory, no permission) is bad input, named once in plain words.
-pub fn open_record(path: &Path) -> Result<Reader> {
-    Reader::open(path).map_err(|e| match e {
-        udamon_record::Error::Io { path, source } => UsageError(format!(
-            "cannot read record {}: {}",
-            path.display(),
-            crate::output::plain_io(&source)
-        ))
-        .into(),
-        e => e.into(),
-    })
-}
-
-/// Whether the record saw writes only (soft-dirty monitoring).
-pub fn write_only(reader: &Reader) -> bool {
-    reader.header().params["write_only"] == serde_json::Value::Bool(true)
-}
-
 /// Parses "START-END" with `parse` for each side.
 fn range_arg(
     flag: &str,
     s: &str,
-    parse: impl Fn(&str) -> Result<u64, String>,
+    parse: impl Fn(&str) -> Result<u64, UnitError>,
 ) -> Result<(u64, u64)> {
-    let (a, b) = s
-        .split_once('-')
-        .ok_or_else(|| UsageError(format!("--{flag} {s}: expected START-END")))?;
-    let a = parse(a).map_err(|m| UsageError(format!("--{flag}: {m}")))?;
-    let b = parse(b).map_err(|m| UsageError(format!("--{flag}: {m}")))?;
-    if a >= b {
-        bail!(UsageError(format!(
-            "--{flag} {s}: the start is not below the end"
-        )));
-    }
-    Ok((a, b))
-}
-
-fn addr(s: &str) -> Result<u64, String> {
-    match s.trim().strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).map_err(|_| format!("\"{s}\" is not a hex address")),
-        None => parse_size(s),
-    }
+    parse_range(s, parse).map_err(|e| {
+        match e.kind {
+            // The range as a whole: its message names it.
+            UnitErrorKind::NotARange | UnitErrorKind::EmptyRange => {
+                UsageError(format!("--{flag} {e}"))
+            }
+            _ => UsageError(format!("--{flag}: {e}")),
+        }
+        .into()
+    })
 }
 
 /// Checks `--target N` against the record's targets.
@@ -115,13 +72,24 @@ pub(super) fn target_arg(reader: &Reader, target: Option<u32>) -> Result<Option<
 /// `--time-range START-END`: durations since the record's start, in
 /// microseconds.
 pub(super) fn time_range_arg(s: Option<&str>) -> Result<Option<(u64, u64)>> {
-    s.map(|s| range_arg("time-range", s, parse_duration_us))
+    s.map(|s| range_arg("time-range", s, |t| parse_duration_us(t, Fraction::Round)))
         .transpose()
 }
 
 /// `--address-range START-END`: hex addresses or sizes.
 pub(super) fn address_range_arg(s: Option<&str>) -> Result<Option<(u64, u64)>> {
-    s.map(|s| range_arg("address-range", s, addr)).transpose()
+    s.map(|s| range_arg("address-range", s, parse_address))
+        .transpose()
+}
+
+/// The part of a record the selection flags select.
+pub(super) fn selected(reader: &Reader, a: &SelectArgs) -> Result<Selection> {
+    selection(
+        reader,
+        time_range_arg(a.time_range.as_deref())?,
+        address_range_arg(a.address_range.as_deref())?,
+        a.target,
+    )
 }
 
 /// The part of a record a time range (microseconds since the record's
@@ -159,15 +127,15 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
         Some((t, ad)) => (Some(t), Some(ad)),
         None => (None, None),
     };
-    if a.all && a.address_range.is_some() {
+    if a.all && a.select.address_range.is_some() {
         bail!(UsageError(
             "--all and --address-range cannot be combined".into()
         ));
     }
     let opts = HeatmapOptions {
-        target: target_arg(&reader, a.target)?,
-        time_range: time_range_arg(a.time_range.as_deref())?,
-        address_range: address_range_arg(a.address_range.as_deref())?,
+        target: target_arg(&reader, a.select.target)?,
+        time_range: time_range_arg(a.select.time_range.as_deref())?,
+        address_range: address_range_arg(a.select.address_range.as_deref())?,
         all: a.all,
         time_bins,
         addr_bins,
@@ -212,34 +180,14 @@ fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
     Ok(())
 }
 
-/// The image title: the workload and how it was monitored.
-pub fn title(reader: &Reader, path: &Path) -> String {
-    let h = reader.header();
-    let name = h
-        .targets
-        .first()
-        .map(|t| t.label.clone())
-        .filter(|l| !l.is_empty())
-        .unwrap_or_else(|| path.display().to_string());
-    match &h.sim {
-        Some(s) => format!("{name} ({}, simulated)", s.monitor),
-        None if write_only(reader) => format!("{name} ({}, writes only)", h.kind),
-        None => format!("{name} ({})", h.kind),
-    }
-}
-
 fn wss_cmd(a: WssArgs) -> Result<()> {
     let reader = open(&a.file)?;
-    let sel = selection(
-        &reader,
-        time_range_arg(a.time_range.as_deref())?,
-        address_range_arg(a.address_range.as_deref())?,
-        a.target,
-    )?;
+    let sel = selected(&reader, &a.select)?;
     let opts = WssOptions {
         percentiles: a.percentiles.iter().map(|&p| f64::from(p)).collect(),
         acc_thres: a.acc_thres,
-        sz_thres: parse_size(&a.sz_thres).map_err(|m| UsageError(format!("--sz-thres: {m}")))?,
+        sz_thres: parse_size(&a.sz_thres, Fraction::Round)
+            .map_err(|m| UsageError(format!("--sz-thres: {m}")))?,
         skip: a.skip,
         target: sel.target,
     };
@@ -256,19 +204,10 @@ fn wss_cmd(a: WssArgs) -> Result<()> {
 
 fn hot_cmd(a: HotArgs) -> Result<()> {
     let reader = open(&a.file)?;
-    let time_range = time_range_arg(a.time_range.as_deref())?;
-    let sel = selection(
-        &reader,
-        time_range,
-        address_range_arg(a.address_range.as_deref())?,
-        a.target,
-    )?;
+    let time_range = time_range_arg(a.select.time_range.as_deref())?;
+    let sel = selected(&reader, &a.select)?;
     let opts = HotOptions {
-        at_us: a
-            .at
-            .as_deref()
-            .map(|s| super::record::duration_arg("at", s))
-            .transpose()?,
+        at_us: a.at.as_deref().map(|s| duration_arg("at", s)).transpose()?,
         aggregate: a.aggregate,
         // Without --aggregate the selection's last snapshot is shown.
         time_range: time_range.filter(|_| a.aggregate),
@@ -288,12 +227,7 @@ fn hot_cmd(a: HotArgs) -> Result<()> {
 
 fn raw_cmd(a: RawArgs) -> Result<()> {
     let reader = open(&a.file)?;
-    let sel = selection(
-        &reader,
-        time_range_arg(a.time_range.as_deref())?,
-        address_range_arg(a.address_range.as_deref())?,
-        a.target,
-    )?;
+    let sel = selected(&reader, &a.select)?;
     let whole = sel.is_all();
     let mut out = BufWriter::new(io::stdout().lock());
     udamon_report::raw::write_header_line(&mut out, reader.header())?;
@@ -330,23 +264,6 @@ fn raw_cmd(a: RawArgs) -> Result<()> {
         }
     })?;
     Ok(())
-}
-
-/// The model a simulated record was made from.
-pub fn sim_model(reader: &Reader, path: &Path) -> Result<(Arc<Model>, u64)> {
-    let h = reader.header();
-    let Some(sim) = &h.sim else {
-        bail!(UsageError(format!(
-            "{}: accuracy needs a simulated record (this one is {}, which has no ground truth)",
-            path.display(),
-            h.kind
-        )));
-    };
-    let mut w = Workload::from_toml(&sim.spec_toml, &path.display().to_string())?;
-    if let Some(d) = h.params.get("duration_us").and_then(|v| v.as_u64()) {
-        w.duration_us = d;
-    }
-    Ok((Arc::new(Model::new(w)), sim.seed))
 }
 
 fn accuracy_cmd(a: AccuracyArgs) -> Result<()> {
@@ -388,26 +305,6 @@ fn accuracy_cmd(a: AccuracyArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn print_accuracy(acc: &udamon_sim::Accuracy, monitor: &str) {
-    println!(
-        "accuracy of {monitor} monitoring over {} windows (after {} warm-up windows):",
-        acc.windows, acc.warmup_windows
-    );
-    println!(
-        "  freq_mae   {:.4}   mean |estimated - true| access frequency",
-        acc.freq_mae
-    );
-    println!(
-        "  hot_f1     {:.3}    F1 of hot memory (frequency >= {})",
-        acc.hot_f1, acc.hot_threshold
-    );
-    println!(
-        "  wss_error  {:.3}    relative working-set size error",
-        acc.wss_error
-    );
-    println!("  regions    {:.0}      on average", acc.avg_nr_regions);
-}
-
 /// The JSON entries of `kind` in a record, in order.
 fn json_entries(reader: &Reader, kind: &str) -> Result<Vec<serde_json::Value>> {
     let mut out = Vec::new();
@@ -440,14 +337,14 @@ fn stats_cmd(a: JsonFileArgs) -> Result<()> {
         udamon_report::fmt_us(end_us),
         series.len()
     );
-    let reports: Vec<super::record::SchemeReport> = serde_json::from_value(last["schemes"].clone())
-        .map_err(|e| {
+    let reports: Vec<SchemeReport> =
+        serde_json::from_value(last["schemes"].clone()).map_err(|e| {
             UsageError(format!(
                 "{}: malformed scheme statistics in the record: {e}",
                 a.file.display()
             ))
         })?;
-    super::record::print_scheme_table(&reports);
+    print_scheme_table(&reports);
     Ok(())
 }
 
@@ -515,7 +412,7 @@ fn summary_cmd(a: JsonFileArgs) -> Result<()> {
             let w = |k: &str| p.get(k).and_then(|v| v.as_u64()).unwrap_or(0) as u32;
             println!(
                 "soft-dirty {n} reset(s), {}",
-                super::live::reset_period(w("last"), w("min"), w("max"))
+                reset_period(w("last"), w("min"), w("max"))
             );
         }
         if let Some(n) = summary["gaps"].as_u64().filter(|&n| n > 0) {

@@ -19,9 +19,9 @@ pub fn run(a: HtmlArgs) -> Result<()> {
     }
     let reader = open(&a.file)?;
     let opts = HtmlOptions {
-        target: target_arg(&reader, a.target)?,
-        time_range: time_range_arg(a.time_range.as_deref())?,
-        address_range: address_range_arg(a.address_range.as_deref())?,
+        target: target_arg(&reader, a.select.target)?,
+        time_range: time_range_arg(a.select.time_range.as_deref())?,
+        address_range: address_range_arg(a.select.address_range.as_deref())?,
         ..HtmlOptions::default()
     };
     crate::output::check_output("--output", &a.output, &[&a.file], &[])?;

@@ -12,8 +12,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use serde::Serialize;
+
+use crate::error::{Context, Error, Result};
+use crate::Sink;
 
 /// The unit's LimitNOFILE (packaging/udamon.service).
 const UNIT_NOFILE: u64 = 8192;
@@ -21,7 +23,7 @@ const IDLE: usize = 1000;
 const SCRAPERS: usize = 8;
 const SCRAPES_EACH: usize = 50;
 
-#[derive(Serialize)]
+#[derive(Serialize, Debug)]
 pub struct EndpointBench {
     pub idle_connections: usize,
     pub scrapers: usize,
@@ -42,8 +44,9 @@ pub struct EndpointBench {
     pub refused_methods: usize,
 }
 
-/// A service child: config in `dir`, one simulated job, `nofile` fds.
-fn start(dir: &Path, port: u16, nofile: u64) -> Result<Child> {
+/// A service child (`udamon run`, the executable at `udamon`): config in
+/// `dir`, one simulated job, `nofile` fds.
+fn start(udamon: &Path, dir: &Path, port: u16, nofile: u64) -> Result<Child> {
     let spec = dir.join("spec.toml");
     std::fs::write(&spec, udamon_sim::DEMO_SPEC)?;
     let cfg = dir.join(format!("endpoint-{port}.toml"));
@@ -55,7 +58,7 @@ fn start(dir: &Path, port: u16, nofile: u64) -> Result<Child> {
             dir.join(format!("ctl-{port}.sock")).display()
         ),
     )?;
-    let mut cmd = Command::new(std::env::current_exe()?);
+    let mut cmd = Command::new(udamon);
     cmd.args(["run", "--log-level", "error"])
         .arg(&cfg)
         .stdin(Stdio::null())
@@ -83,7 +86,9 @@ fn start(dir: &Path, port: u16, nofile: u64) -> Result<Child> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    bail!("the service did not answer on port {port} within 30 s")
+    Err(Error::msg(format!(
+        "the service did not answer on port {port} within 30 s"
+    )))
 }
 
 /// One request; the status code of the answer.
@@ -146,49 +151,49 @@ fn stop(mut c: Child) {
     let _ = c.wait();
 }
 
-pub fn bench(json: bool) -> Result<EndpointBench> {
+/// The endpoint bench on services run as `udamon run` (the executable at
+/// `udamon`); raises this process's descriptor limit to its hard limit.
+pub fn bench(udamon: &Path, sink: &mut dyn Sink) -> Result<EndpointBench> {
     raise_own_nofile();
     let dir = std::env::temp_dir().join(format!("udamon-bench-endpoint-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let result = measure(&dir);
+    let result = measure(udamon, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     let r = result?;
-    if !json {
-        println!(
-            "endpoint: {} idle connections and {} scrapers, {} scrapes ({} failed): median {:.2} \
+    sink.line(&format!(
+        "endpoint: {} idle connections and {} scrapers, {} scrapes ({} failed): median {:.2} \
              ms, p99 {:.2} ms",
-            r.idle_connections,
-            r.scrapers,
-            r.scrapes,
-            r.scrapes_failed,
-            r.scrape_median_ms,
-            r.scrape_p99_ms
-        );
-        println!(
-            "  service: {} threads and {} before, {} threads and {} with the idle connections",
-            r.threads_before,
-            udamon_report::fmt_bytes(r.rss_before_bytes),
-            r.threads_with_idle,
-            udamon_report::fmt_bytes(r.rss_with_idle_bytes)
-        );
-        println!(
-            "  out of descriptors (64, {}): answering again {:.0} ms after they were freed; {} of \
+        r.idle_connections,
+        r.scrapers,
+        r.scrapes,
+        r.scrapes_failed,
+        r.scrape_median_ms,
+        r.scrape_p99_ms
+    ));
+    sink.line(&format!(
+        "  service: {} threads and {} before, {} threads and {} with the idle connections",
+        r.threads_before,
+        udamon_report::fmt_bytes(r.rss_before_bytes),
+        r.threads_with_idle,
+        udamon_report::fmt_bytes(r.rss_with_idle_bytes)
+    ));
+    sink.line(&format!(
+        "  out of descriptors (64, {}): answering again {:.0} ms after they were freed; {} of \
              4 other methods refused (405)",
-            if r.answered_while_exhausted {
-                "still answering"
-            } else {
-                "not answering"
-            },
-            r.recovery_ms,
-            r.refused_methods
-        );
-    }
+        if r.answered_while_exhausted {
+            "still answering"
+        } else {
+            "not answering"
+        },
+        r.recovery_ms,
+        r.refused_methods
+    ));
     Ok(r)
 }
 
-fn measure(dir: &Path) -> Result<EndpointBench> {
+fn measure(udamon: &Path, dir: &Path) -> Result<EndpointBench> {
     let port = free_port()?;
-    let child = start(dir, port, UNIT_NOFILE)?;
+    let child = start(udamon, dir, port, UNIT_NOFILE)?;
     let pid = child.id();
     std::thread::sleep(Duration::from_secs(1));
     let (threads_before, rss_before) = usage(pid);
@@ -217,9 +222,7 @@ fn measure(dir: &Path) -> Result<EndpointBench> {
     let mut lat = Vec::new();
     let mut failed = 0;
     for w in workers {
-        let (l, f) = w
-            .join()
-            .map_err(|_| anyhow::anyhow!("a scraper panicked"))?;
+        let (l, f) = w.join().map_err(|_| Error::msg("a scraper panicked"))?;
         lat.extend(l);
         failed += f;
     }
@@ -235,7 +238,7 @@ fn measure(dir: &Path) -> Result<EndpointBench> {
 
     // Out of descriptors: a service at 64 fds, 100 connections held.
     let port = free_port()?;
-    let child = start(dir, port, 64)?;
+    let child = start(udamon, dir, port, 64)?;
     let held: Vec<TcpStream> = (0..100)
         .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
         .collect();

@@ -1,5 +1,6 @@
 //! Monitoring and schemes on live processes: the binary's side of a
-//! [`Session`] (stop requests from signals, progress, the summary).
+//! [`Session`] (stop requests from signals, progress; the summary is
+//! printed by `output::print_summary`).
 
 use std::path::{Path, PathBuf};
 
@@ -124,53 +125,6 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
     Ok(summary)
 }
 
-/// The one-paragraph human summary of a live run.
-pub fn print_summary(s: &LiveSummary) {
-    let kb = |v: Option<u64>| v.map_or("?".into(), |k| udamon_report::fmt_bytes(k * 1024));
-    let what = if s.pid == 0 {
-        s.command.clone()
-    } else {
-        format!("pid {} ({})", s.pid, s.command)
-    };
-    println!(
-        "monitored {what} with {} for {:.1}s ({}): {} snapshots, {:.0} regions on average",
-        s.ops.name(),
-        s.monitored_s,
-        s.ended_by,
-        s.snapshots,
-        s.avg_nr_regions
-    );
-    println!(
-        "  access checks see {}; snapshots from {}",
-        s.access, s.source
-    );
-    print!(
-        "  udamon CPU: {:.4} s per second ({:.4} while monitoring, {:.2} s to set up)",
-        s.udamon_cpu_s_per_s, s.udamon_monitoring_cpu_s_per_s, s.udamon_setup_cpu_s
-    );
-    match s.kdamond_cpu_s_per_s {
-        Some(k) => println!("; kdamond: {k:.4} s/s"),
-        None => println!(),
-    }
-    if let (Some(n), Some(p)) = (s.softdirty_resets, s.softdirty_reset_period) {
-        println!(
-            "  soft-dirty: {n} reset(s), {}",
-            reset_period(p.last, p.min, p.max)
-        );
-    }
-    if s.rss_start_kb.is_some() || s.rss_end_kb.is_some() {
-        println!(
-            "  target RSS {} -> {}; swap {}",
-            kb(s.rss_start_kb),
-            kb(s.rss_end_kb),
-            kb(s.swap_end_kb)
-        );
-    }
-    if let Some(o) = &s.output {
-        println!("wrote {o} ({})", udamon_report::fmt_bytes(s.record_bytes));
-    }
-}
-
 /// Runs the live target that `--pid`, `--paddr` or `-- CMD` names (the
 /// hidden `--root` points /proc and /sys at a fake tree in tests).
 pub fn run_from_args(
@@ -222,35 +176,4 @@ pub fn run_from_args(
         softdirty_reset: a.softdirty_reset,
     };
     run_live(&run, out)
-}
-
-/// `--ops` names a live path, which `--sim` does not take; `what` says what
-/// the live path does ("watches", "acts on").
-pub fn refuse_ops_with_sim(ops: OpsChoice, what: &str) -> Result<()> {
-    if ops == OpsChoice::Auto {
-        return Ok(());
-    }
-    Err(UsageError(format!(
-        "--ops {} {what} a live process (--pid or -- CMD); --sim runs the simulator",
-        ops.name()
-    ))
-    .into())
-}
-
-/// "reset before every sample", "reset every 4 windows", "reset every 4
-/// windows at the end (2 to 6 over the run)".
-pub fn reset_period(last: u32, min: u32, max: u32) -> String {
-    let every = |n: u32| match n {
-        0 => "before every sample".to_string(),
-        1 => "every window".to_string(),
-        n => format!("every {n} windows"),
-    };
-    if min == max {
-        format!("reset {}", every(last))
-    } else {
-        format!(
-            "reset {} at the end ({min} to {max} over the run)",
-            every(last)
-        )
-    }
 }

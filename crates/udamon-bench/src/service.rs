@@ -10,10 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-#[derive(Serialize)]
+use crate::error::{Context, Error, Result};
+use crate::Sink;
+
+#[derive(Serialize, Debug)]
 pub struct ServiceSoak {
     pub jobs: usize,
     pub simulated_hours: f64,
@@ -43,7 +45,9 @@ fn scrape(port: u16) -> Result<usize> {
     Ok(out.len())
 }
 
-pub fn soak(quick: bool, json: bool) -> Result<ServiceSoak> {
+/// The soak: 24 simulated hours (2 when `quick`), a note every 10 s of it
+/// (`Sink::note`), then the scrapes.
+pub fn soak(quick: bool, sink: &mut dyn Sink) -> Result<ServiceSoak> {
     let hours: u64 = if quick { 2 } else { 24 };
     let dir = tempfile_dir()?;
     let spec = dir.join("spec.toml");
@@ -97,7 +101,7 @@ max_regions = 1000
     loop {
         std::thread::sleep(Duration::from_millis(500));
         if service.is_finished() {
-            bail!("the service ended before the soak did");
+            return Err(Error::msg("the service ended before the soak did"));
         }
         let Ok(st) = udamon_service::ctl_request(&socket, "status") else {
             continue;
@@ -129,13 +133,13 @@ max_regions = 1000
         if rss_hour.is_none() && min_us >= hour_us {
             rss_hour = Some(rss_bytes());
         }
-        if !json && last_print.elapsed() >= Duration::from_secs(10) {
+        if last_print.elapsed() >= Duration::from_secs(10) {
             last_print = Instant::now();
-            eprintln!(
-                "udamon: bench service: {:.1} of {hours} simulated hours, {:.0} s",
+            sink.note(&format!(
+                "bench service: {:.1} of {hours} simulated hours, {:.0} s",
                 min_us as f64 / hour_us as f64,
                 started.elapsed().as_secs_f64()
-            );
+            ));
         }
         if min_us >= hours * hour_us {
             break;
@@ -154,7 +158,7 @@ max_regions = 1000
     stop.store(true, Ordering::SeqCst);
     match service.join() {
         Ok(r) => r?,
-        Err(_) => bail!("the service thread panicked"),
+        Err(_) => return Err(Error::msg("the service thread panicked")),
     }
     let _ = std::fs::remove_dir_all(&dir);
     let rss_hour = rss_hour.unwrap_or(rss_end);
@@ -171,25 +175,23 @@ max_regions = 1000
         scrape_median_ms: lat[lat.len() / 2],
         scrape_p99_ms: lat[lat.len() * 99 / 100],
     };
-    if !json {
-        println!(
-            "service soak: 3 simulated jobs at {:.0} regions for {hours} simulated hours in {:.0} s",
-            r.avg_regions_per_job, r.wall_s
-        );
-        println!(
-            "  RSS {} after the first hour, {} at the end ({:+.1}%)",
-            udamon_report::fmt_bytes(r.rss_after_first_hour_bytes),
-            udamon_report::fmt_bytes(r.rss_end_bytes),
-            (r.rss_growth - 1.0) * 100.0
-        );
-        println!(
-            "  {} scrapes of {}: median {:.2} ms, p99 {:.2} ms",
-            r.scrapes,
-            udamon_report::fmt_bytes(r.scrape_bytes as u64),
-            r.scrape_median_ms,
-            r.scrape_p99_ms
-        );
-    }
+    sink.line(&format!(
+        "service soak: 3 simulated jobs at {:.0} regions for {hours} simulated hours in {:.0} s",
+        r.avg_regions_per_job, r.wall_s
+    ));
+    sink.line(&format!(
+        "  RSS {} after the first hour, {} at the end ({:+.1}%)",
+        udamon_report::fmt_bytes(r.rss_after_first_hour_bytes),
+        udamon_report::fmt_bytes(r.rss_end_bytes),
+        (r.rss_growth - 1.0) * 100.0
+    ));
+    sink.line(&format!(
+        "  {} scrapes of {}: median {:.2} ms, p99 {:.2} ms",
+        r.scrapes,
+        udamon_report::fmt_bytes(r.scrape_bytes as u64),
+        r.scrape_median_ms,
+        r.scrape_p99_ms
+    ));
     Ok(r)
 }
 

@@ -12,12 +12,15 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 
+use crate::child::{time_heatmap, time_udamon};
+use crate::error::{Context, Result};
+use crate::Sink;
+
 /// What the import bench measured.
-#[derive(Serialize)]
+#[derive(Serialize, Debug)]
 pub struct ImportBench {
     pub snapshots: u64,
     pub regions_per_snapshot: u64,
@@ -133,38 +136,35 @@ fn generate(path: &Path, nr: u64) -> Result<u64> {
     Ok(n)
 }
 
-pub fn bench(quick: bool, json: bool) -> Result<ImportBench> {
+/// Generates the damo record (an hour of it, or 6 minutes when `quick`),
+/// then imports and draws it with `udamon`, the executable at that path.
+pub fn bench(udamon: &Path, quick: bool, sink: &mut dyn Sink) -> Result<ImportBench> {
     let dir = tempfile::Builder::new()
         .prefix("udamon-bench-import-")
         .tempdir()
         .context("cannot make a scratch directory")?;
     let nr = if quick { 3_600 } else { 36_000 };
-    if !json {
-        println!(
-            "damo import ({} snapshots x {REGIONS} regions over 512 MiB, damo 3.4.3's json_compressed)",
-            commas(nr)
-        );
-    }
+    sink.line(&format!(
+        "damo import ({} snapshots x {REGIONS} regions over 512 MiB, damo 3.4.3's json_compressed)",
+        commas(nr)
+    ));
     let damo = dir.path().join("damon.data");
     let started = Instant::now();
     let json_bytes = generate(&damo, nr)?;
     let generate_s = started.elapsed().as_secs_f64();
     let damo_bytes = std::fs::metadata(&damo)?.len();
     let udr = dir.path().join("damo.udr");
-    let (import_s, import_rss) = super::bench::time_udamon(&[
-        "import".as_ref(),
-        damo.as_os_str(),
-        "-o".as_ref(),
-        udr.as_os_str(),
-    ])?;
+    let (import_s, import_rss) = time_udamon(
+        udamon,
+        &[
+            "import".as_ref(),
+            damo.as_os_str(),
+            "-o".as_ref(),
+            udr.as_os_str(),
+        ],
+    )?;
     let png = dir.path().join("damo.png");
-    let (heatmap_s, heatmap_rss) = super::bench::time_udamon(&[
-        "report".as_ref(),
-        "heatmap".as_ref(),
-        udr.as_os_str(),
-        "-o".as_ref(),
-        png.as_os_str(),
-    ])?;
+    let (heatmap_s, heatmap_rss) = time_heatmap(udamon, &udr, &png)?;
     let b = ImportBench {
         snapshots: nr,
         regions_per_snapshot: REGIONS,
@@ -177,25 +177,57 @@ pub fn bench(quick: bool, json: bool) -> Result<ImportBench> {
         heatmap_s,
         heatmap_peak_rss_bytes: heatmap_rss,
     };
-    if !json {
-        let fb = udamon_report::fmt_bytes;
-        println!(
-            "  damo file: {} ({} of JSON), generated in {:.1}s",
-            fb(b.damo_bytes),
-            fb(b.damo_json_bytes),
-            b.generate_s
-        );
-        println!(
-            "  udamon import: {:.1}s, peak RSS {}; the udamon record: {}",
-            b.import_s,
-            fb(b.import_peak_rss_bytes),
-            fb(b.record_bytes)
-        );
-        println!(
-            "  heatmap PNG of it: {:.2}s, peak RSS {}\n",
-            b.heatmap_s,
-            fb(b.heatmap_peak_rss_bytes)
-        );
-    }
+    let fb = udamon_report::fmt_bytes;
+    sink.line(&format!(
+        "  damo file: {} ({} of JSON), generated in {:.1}s",
+        fb(b.damo_bytes),
+        fb(b.damo_json_bytes),
+        b.generate_s
+    ));
+    sink.line(&format!(
+        "  udamon import: {:.1}s, peak RSS {}; the udamon record: {}",
+        b.import_s,
+        fb(b.import_peak_rss_bytes),
+        fb(b.record_bytes)
+    ));
+    sink.line(&format!(
+        "  heatmap PNG of it: {:.2}s, peak RSS {}",
+        b.heatmap_s,
+        fb(b.heatmap_peak_rss_bytes)
+    ));
+    sink.line("");
     Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn numbers_are_grouped_as_damo_prints_them() {
+        assert_eq!(commas(0), "0");
+        assert_eq!(commas(999), "999");
+        assert_eq!(commas(1000), "1,000");
+        assert_eq!(commas(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn the_generated_record_is_damo_json_with_every_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("damon.data");
+        let n = generate(&p, 3).unwrap();
+        let mut text = String::new();
+        flate2::read::ZlibDecoder::new(std::fs::File::open(&p).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text.len() as u64, n);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let snaps = v[0]["snapshots"].as_array().unwrap();
+        assert_eq!(snaps.len(), 3);
+        let regions = snaps[0]["regions"].as_array().unwrap();
+        assert!(regions.len() > 1 && regions.len() <= REGIONS as usize);
+        assert_eq!(regions[0]["start"], "1,099,511,627,776");
+        assert_eq!(snaps[1]["start_time"], "100100000000");
+    }
 }

@@ -7,28 +7,30 @@
 
 use std::sync::Arc;
 
-use anyhow::Result;
 use serde::Serialize;
 use udamon_core::{Attrs, IntervalsGoal};
 use udamon_session::topology::{sim_topology, tiering_schemes, Space, TieringParams};
 use udamon_sim::{run_tiering, Model, Numab2Params, TierOptions, TierPolicy, TierReport, Workload};
 
+use crate::error::{Error, Result};
+use crate::Sink;
+
 pub const SPECS: &[(&str, &str)] = &[
     (
         "tier-static",
-        include_str!("../../../../examples/specs/tier-static.toml"),
+        include_str!("../../../examples/specs/tier-static.toml"),
     ),
     (
         "tier-shift",
-        include_str!("../../../../examples/specs/tier-shift.toml"),
+        include_str!("../../../examples/specs/tier-shift.toml"),
     ),
     (
         "tier-large",
-        include_str!("../../../../examples/specs/tier-large.toml"),
+        include_str!("../../../examples/specs/tier-large.toml"),
     ),
 ];
 
-#[derive(Serialize)]
+#[derive(Serialize, Debug)]
 pub struct TieringRow {
     pub spec: String,
     #[serde(flatten)]
@@ -41,12 +43,7 @@ pub struct TieringRow {
 /// the accesses over 3 aggregations, sampling between 5 ms and 10 s).
 pub fn seed_attrs() -> Attrs {
     Attrs {
-        intervals_goal: IntervalsGoal {
-            access_bp: 400,
-            aggrs: 3,
-            min_sample_us: 5_000,
-            max_sample_us: 10_000_000,
-        },
+        intervals_goal: IntervalsGoal::recommended(400, Attrs::default().sample_us),
         ..Attrs::default()
     }
 }
@@ -56,8 +53,8 @@ pub fn seed_attrs() -> Attrs {
 /// consist tuner and with udamon's fast one.
 pub fn policies(w: &Workload) -> Result<Vec<TierPolicy>> {
     let topo = sim_topology(&w.machine, w.mapped_bytes());
-    let schemes = tiering_schemes(&topo, Space::Virtual, &TieringParams::default())
-        .map_err(anyhow::Error::msg)?;
+    let schemes =
+        tiering_schemes(&topo, Space::Virtual, &TieringParams::default()).map_err(Error::msg)?;
     let with_tuner = |tuner| {
         tiering_schemes(
             &topo,
@@ -67,7 +64,7 @@ pub fn policies(w: &Workload) -> Result<Vec<TierPolicy>> {
                 ..TieringParams::default()
             },
         )
-        .map_err(anyhow::Error::msg)
+        .map_err(Error::msg)
     };
     use udamon_core::schemes::GoalTuner;
     Ok(vec![
@@ -88,24 +85,27 @@ pub fn policies(w: &Workload) -> Result<Vec<TierPolicy>> {
     ])
 }
 
-pub fn table(quick: bool, json: bool) -> Result<Vec<TieringRow>> {
-    if !json {
-        println!("\ntiering on the simulator (node 0: 1 GiB, 100 ns; node 1: 4 GiB, 250 ns; first-touch placement)");
-        println!(
-            "  {:<11} {:<12} {:>6} {:>6} {:>9} {:>9} {:>9} {:>13} {:>14} {:>9} {:>7}",
-            "spec",
-            "policy",
-            "fast%",
-            "hot%",
-            "converge",
-            "promoted",
-            "demoted",
-            "free<0.5%",
-            "used>99.7%",
-            "runtime",
-            "change"
-        );
-    }
+/// Every workload under every policy, each row reported as it is
+/// measured; `quick` runs shorter workloads.
+pub fn table(quick: bool, sink: &mut dyn Sink) -> Result<Vec<TieringRow>> {
+    sink.line("");
+    sink.line(
+        "tiering on the simulator (node 0: 1 GiB, 100 ns; node 1: 4 GiB, 250 ns; first-touch placement)",
+    );
+    sink.line(&format!(
+        "  {:<11} {:<12} {:>6} {:>6} {:>9} {:>9} {:>9} {:>13} {:>14} {:>9} {:>7}",
+        "spec",
+        "policy",
+        "fast%",
+        "hot%",
+        "converge",
+        "promoted",
+        "demoted",
+        "free<0.5%",
+        "used>99.7%",
+        "runtime",
+        "change"
+    ));
     let mut rows = Vec::new();
     for (name, text) in SPECS {
         let w = Workload::from_toml(text, name)?;
@@ -142,23 +142,21 @@ pub fn table(quick: bool, json: bool) -> Result<Vec<TieringRow>> {
                 runtime_change: r.runtime_s / rt0 - 1.0,
                 report: r,
             };
-            if !json {
-                print_row(&row);
-            }
+            sink.line(&row_line(&row));
             rows.push(row);
         }
     }
     Ok(rows)
 }
 
-fn print_row(row: &TieringRow) {
+fn row_line(row: &TieringRow) -> String {
     let r = &row.report;
     let conv = match r.mean_converge_s {
         Some(c) => format!("{c:.1}s {}/{}", r.shifts_converged, r.shifts.len()),
         None => format!("- 0/{}", r.shifts.len()),
     };
     let hot_end = r.hot_on_fast_per_s.last().copied().unwrap_or(0.0);
-    println!(
+    format!(
         "  {:<11} {:<15} {:>5.1}% {:>5.1}% {:>9} {:>9} {:>9} {:>4.0}% {:>5.2}% {:>4.0}% {:>6.2}% {:>8.2}s {:>+6.1}%",
         row.spec,
         r.policy,
@@ -173,5 +171,5 @@ fn print_row(row: &TieringRow) {
         r.max_used_bp / 100.0,
         r.runtime_s,
         row.runtime_change * 100.0
-    );
+    )
 }

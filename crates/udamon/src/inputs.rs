@@ -1,0 +1,131 @@
+//! The inputs several subcommands read, each read one way: flag values
+//! (durations), workload specs, scheme files and records. A file that
+//! cannot be used is bad input (exit code 2), named once in plain words.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use udamon_core::schemes::Damos;
+use udamon_core::units::{parse_duration_us, Fraction};
+use udamon_record::Reader;
+use udamon_session::OpsChoice;
+use udamon_sim::{Model, Workload};
+
+use crate::UsageError;
+
+/// A duration flag's value (`5ms`, `10s`), in microseconds.
+pub fn duration_arg(flag: &str, s: &str) -> Result<u64> {
+    parse_duration_us(s, Fraction::Round).map_err(|m| UsageError(format!("--{flag}: {m}")).into())
+}
+
+/// `--duration`, when given: a positive duration (a spec refuses 0 too).
+pub fn run_duration(s: Option<&str>) -> Result<Option<u64>> {
+    let Some(s) = s else { return Ok(None) };
+    match duration_arg("duration", s)? {
+        0 => Err(UsageError(format!(
+            "--duration {s}: a run needs a positive duration, like 10s"
+        ))
+        .into()),
+        d => Ok(Some(d)),
+    }
+}
+
+/// `--ops` names a live path, which `--sim` does not take; `what` says what
+/// the live path does ("watches", "acts on").
+pub fn refuse_ops_with_sim(ops: OpsChoice, what: &str) -> Result<()> {
+    if ops == OpsChoice::Auto {
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "--ops {} {what} a live process (--pid or -- CMD); --sim runs the simulator",
+        ops.name()
+    ))
+    .into())
+}
+
+/// Reads a workload spec file; a failure is a usage error naming the file.
+pub fn read_spec(p: &Path) -> Result<String> {
+    std::fs::read_to_string(p)
+        .map_err(|e| UsageError(format!("cannot read spec {}: {e}", p.display())).into())
+}
+
+/// The schemes of a scheme file; a file without any is bad input.
+pub fn read_schemes(path: &Path) -> Result<Vec<Damos>> {
+    let schemes = udamon_scheme_file::parse_file(path)?;
+    if schemes.is_empty() {
+        return Err(UsageError(format!("{}: no scheme in the file", path.display())).into());
+    }
+    Ok(schemes)
+}
+
+/// Opens a record; every damaged stretch is reported on stderr and the
+/// readable frames are used.
+pub fn open(path: &Path) -> Result<Reader> {
+    let mut reader = open_record(path)?;
+    for d in reader.damage() {
+        eprintln!("udamon: warning: {}: {d}", path.display());
+    }
+    // A closed record's frames are checked as they are read.
+    let name = path.display().to_string();
+    reader.on_damage(move |d| eprintln!("udamon: warning: {name}: {d}"));
+    if write_only(&reader) {
+        eprintln!(
+            "udamon: note: {} was recorded with soft-dirty bits: it shows writes only; reads are not seen",
+            path.display()
+        );
+    }
+    Ok(reader)
+}
+
+/// Opens a record file the user named: a file that cannot be read (missing,
+/// a directory, no permission) is bad input, named once in plain words.
+pub fn open_record(path: &Path) -> Result<Reader> {
+    Reader::open(path).map_err(|e| match e {
+        udamon_record::Error::Io { path, source } => UsageError(format!(
+            "cannot read record {}: {}",
+            path.display(),
+            crate::output::plain_io(&source)
+        ))
+        .into(),
+        e => e.into(),
+    })
+}
+
+/// Whether the record saw writes only (soft-dirty monitoring).
+pub fn write_only(reader: &Reader) -> bool {
+    reader.header().params["write_only"] == serde_json::Value::Bool(true)
+}
+
+/// The image title: the workload and how it was monitored.
+pub fn title(reader: &Reader, path: &Path) -> String {
+    let h = reader.header();
+    let name = h
+        .targets
+        .first()
+        .map(|t| t.label.clone())
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| path.display().to_string());
+    match &h.sim {
+        Some(s) => format!("{name} ({}, simulated)", s.monitor),
+        None if write_only(reader) => format!("{name} ({}, writes only)", h.kind),
+        None => format!("{name} ({})", h.kind),
+    }
+}
+
+/// The model a simulated record was made from, and its seed.
+pub fn sim_model(reader: &Reader, path: &Path) -> Result<(Arc<Model>, u64)> {
+    let h = reader.header();
+    let Some(sim) = &h.sim else {
+        bail!(UsageError(format!(
+            "{}: accuracy needs a simulated record (this one is {}, which has no ground truth)",
+            path.display(),
+            h.kind
+        )));
+    };
+    let mut w = Workload::from_toml(&sim.spec_toml, &path.display().to_string())?;
+    if let Some(d) = h.params.get("duration_us").and_then(|v| v.as_u64()) {
+        w.duration_us = d;
+    }
+    Ok((Arc::new(Model::new(w)), sim.seed))
+}
