@@ -187,6 +187,8 @@ fn avg(v: &[u64]) -> Option<f64> {
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     target: Arc<Mutex<Option<u32>>>,
+    /// Set by `set_target`: sample without waiting for the interval.
+    now: Arc<AtomicBool>,
     out: Arc<Mutex<Samples>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -197,13 +199,19 @@ impl Sampler {
     pub fn start(root: PathBuf, interval: Duration) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let target: Arc<Mutex<Option<u32>>> = Arc::new(Mutex::new(None));
+        let now = Arc::new(AtomicBool::new(false));
         let out = Arc::new(Mutex::new(Samples::default()));
         let before: HashSet<u32> = kdamonds(&all_stats(&root)).into_keys().collect();
-        let (s, t, o) = (stop.clone(), target.clone(), out.clone());
+        let (s, t, o, n) = (stop.clone(), target.clone(), out.clone(), now.clone());
         let thread = std::thread::spawn(move || {
             let step = Duration::from_millis(50);
             let mut next = std::time::Instant::now();
             while !s.load(Ordering::SeqCst) {
+                // A new target is sampled at once (a command shorter than
+                // the interval still has its RSS), then every interval.
+                if n.swap(false, Ordering::SeqCst) {
+                    next = std::time::Instant::now();
+                }
                 if std::time::Instant::now() >= next {
                     next += interval;
                     let stats = all_stats(&root);
@@ -235,6 +243,7 @@ impl Sampler {
         Sampler {
             stop,
             target,
+            now,
             out,
             thread: Some(thread),
         }
@@ -243,6 +252,7 @@ impl Sampler {
     /// The process whose tree's RSS is sampled from now on.
     pub fn set_target(&self, pid: u32) {
         *self.target.lock().unwrap_or_else(|e| e.into_inner()) = Some(pid);
+        self.now.store(true, Ordering::SeqCst);
     }
 
     pub fn finish(mut self) -> Samples {
