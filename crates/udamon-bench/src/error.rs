@@ -25,6 +25,34 @@ pub enum Error {
 }
 
 impl Error {
+    /// A bad option is bad input; an error of a crate the bench drives
+    /// keeps that crate's kind; anything else failed while running.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        use udamon_core::ErrorKind as K;
+        let Error::Inner(cause) = self else {
+            return match self {
+                Error::Usage(_) => K::Usage,
+                _ => K::Failure,
+            };
+        };
+        macro_rules! kind_of {
+            ($($t:ty),*) => {
+                $(if let Some(e) = cause.downcast_ref::<$t>() {
+                    return e.kind();
+                })*
+            };
+        }
+        kind_of!(
+            udamon_core::Error,
+            udamon_sim::Error,
+            udamon_scheme_file::Error,
+            udamon_service::Error,
+            udamon_session::sim::SimError,
+            udamon_tune::Error
+        );
+        K::Failure
+    }
+
     /// A failure with nothing under it.
     pub(crate) fn msg(what: impl Into<String>) -> Error {
         Error::Failed {
@@ -48,9 +76,9 @@ inner!(
     std::io::Error,
     serde_json::Error,
     udamon_core::Error,
-    udamon_sim::SpecError,
-    udamon_scheme_file::ParseError,
-    udamon_service::ServiceError,
+    udamon_sim::Error,
+    udamon_scheme_file::Error,
+    udamon_service::Error,
     udamon_session::sim::SimError,
     udamon_tune::Error,
 );

@@ -6,6 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,6 +51,53 @@ fn scrape(port: u16) -> Result<usize> {
 pub fn soak(quick: bool, sink: &mut dyn Sink) -> Result<ServiceSoak> {
     let hours: u64 = if quick { 2 } else { 24 };
     let dir = tempfile_dir()?;
+    let (config, port) = write_config(&dir)?;
+    udamon_service::log::set_level(udamon_service::log::Level::Warn);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (c, s) = (config.clone(), Arc::clone(&stop));
+    let service = std::thread::spawn(move || {
+        udamon_service::run(
+            &c,
+            &udamon_service::Options {
+                root: "/".into(),
+                ..Default::default()
+            },
+            s,
+        )
+    });
+    let socket = dir.join("ctl.sock");
+    let started = Instant::now();
+    let (regions, rss_hour) = wait_for_hours(&service, &socket, hours, started, sink)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    let rss_end = rss_bytes();
+    let (lat, bytes) = scrape_latencies(port)?;
+    stop.store(true, Ordering::SeqCst);
+    match service.join() {
+        Ok(r) => r?,
+        Err(_) => return Err(Error::msg("the service thread panicked")),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let rss_hour = rss_hour.unwrap_or(rss_end);
+    let r = ServiceSoak {
+        jobs: 3,
+        simulated_hours: hours as f64,
+        wall_s,
+        avg_regions_per_job: regions,
+        rss_after_first_hour_bytes: rss_hour,
+        rss_end_bytes: rss_end,
+        rss_growth: rss_end as f64 / rss_hour.max(1) as f64,
+        scrapes: lat.len(),
+        scrape_bytes: bytes,
+        scrape_median_ms: lat[lat.len() / 2],
+        scrape_p99_ms: lat[lat.len() * 99 / 100],
+    };
+    print_soak(&r, hours, sink);
+    Ok(r)
+}
+
+/// Writes the demo spec and the soak's service config (three jobs, a free
+/// port for the metrics endpoint) into `dir`: the config's path and port.
+fn write_config(dir: &Path) -> Result<(PathBuf, u16)> {
     let spec = dir.join("spec.toml");
     std::fs::write(&spec, udamon_sim::DEMO_SPEC)?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -79,21 +127,19 @@ max_regions = 1000
     }
     let config = dir.join("soak.toml");
     std::fs::write(&config, cfg)?;
-    udamon_service::log::set_level(udamon_service::log::Level::Warn);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (c, s) = (config.clone(), Arc::clone(&stop));
-    let service = std::thread::spawn(move || {
-        udamon_service::run(
-            &c,
-            &udamon_service::Options {
-                root: "/".into(),
-                ..Default::default()
-            },
-            s,
-        )
-    });
-    let socket = dir.join("ctl.sock");
-    let started = Instant::now();
+    Ok((config, port))
+}
+
+/// Polls the service's status on `socket` until every job has monitored
+/// `hours` simulated hours, with a note every 10 s: the mean region count
+/// of a job, and this process's RSS once every job passed the first hour.
+fn wait_for_hours<T>(
+    service: &std::thread::JoinHandle<T>,
+    socket: &Path,
+    hours: u64,
+    started: Instant,
+    sink: &mut dyn Sink,
+) -> Result<(f64, Option<u64>)> {
     let hour_us = 3_600_000_000u64;
     let mut rss_hour = None;
     let mut regions: f64;
@@ -103,7 +149,7 @@ max_regions = 1000
         if service.is_finished() {
             return Err(Error::msg("the service ended before the soak did"));
         }
-        let Ok(st) = udamon_service::ctl_request(&socket, "status") else {
+        let Ok(st) = udamon_service::ctl_request(socket, "status") else {
             continue;
         };
         let workers: Vec<&serde_json::Value> = st["jobs"]
@@ -142,11 +188,14 @@ max_regions = 1000
             ));
         }
         if min_us >= hours * hour_us {
-            break;
+            return Ok((regions, rss_hour));
         }
     }
-    let wall_s = started.elapsed().as_secs_f64();
-    let rss_end = rss_bytes();
+}
+
+/// 1,000 scrapes of the metrics endpoint on `port`: their latencies in
+/// milliseconds, sorted, and the size of the last.
+fn scrape_latencies(port: u16) -> Result<(Vec<f64>, usize)> {
     let mut lat = Vec::with_capacity(1000);
     let mut bytes = 0;
     for _ in 0..1000 {
@@ -155,26 +204,10 @@ max_regions = 1000
         lat.push(t.elapsed().as_secs_f64() * 1e3);
     }
     lat.sort_by(f64::total_cmp);
-    stop.store(true, Ordering::SeqCst);
-    match service.join() {
-        Ok(r) => r?,
-        Err(_) => return Err(Error::msg("the service thread panicked")),
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    let rss_hour = rss_hour.unwrap_or(rss_end);
-    let r = ServiceSoak {
-        jobs: 3,
-        simulated_hours: hours as f64,
-        wall_s,
-        avg_regions_per_job: regions,
-        rss_after_first_hour_bytes: rss_hour,
-        rss_end_bytes: rss_end,
-        rss_growth: rss_end as f64 / rss_hour.max(1) as f64,
-        scrapes: lat.len(),
-        scrape_bytes: bytes,
-        scrape_median_ms: lat[lat.len() / 2],
-        scrape_p99_ms: lat[lat.len() * 99 / 100],
-    };
+    Ok((lat, bytes))
+}
+
+fn print_soak(r: &ServiceSoak, hours: u64, sink: &mut dyn Sink) {
     sink.line(&format!(
         "service soak: 3 simulated jobs at {:.0} regions for {hours} simulated hours in {:.0} s",
         r.avg_regions_per_job, r.wall_s
@@ -192,7 +225,6 @@ max_regions = 1000
         r.scrape_median_ms,
         r.scrape_p99_ms
     ));
-    Ok(r)
 }
 
 fn tempfile_dir() -> Result<std::path::PathBuf> {

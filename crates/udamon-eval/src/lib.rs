@@ -5,13 +5,16 @@
 //! as overhead against `orig`.
 //!
 //! A command workload runs with `sh -c` on this machine (see [`run`]); a
-//! simulated one runs through the caller's [`SimRunner`], which the binary
-//! backs with the simulator.
+//! simulated one runs through a [`SimRunner`]: [`Simulator`], on session's
+//! sim driver, in `udamon eval` ([`harness`], the whole command but its
+//! flags and its printing).
 
+pub mod harness;
 pub mod measure;
 pub mod plot;
 pub mod result;
 pub mod run;
+pub mod simulated;
 pub mod suite;
 pub mod table;
 pub mod tuning;
@@ -21,6 +24,7 @@ use std::path::{Path, PathBuf};
 use udamon_core::schemes::Damos;
 
 pub use result::{plan, RunResult, Store, TuningInfo};
+pub use simulated::Simulator;
 pub use suite::{Config, Kind, Suite, Workload};
 pub use table::{summarise, Summary};
 

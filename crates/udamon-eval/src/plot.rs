@@ -26,6 +26,13 @@ fn register_fonts() {
 /// configuration has no figure.
 type Bar = Option<(f64, f64)>;
 
+/// The charts of an evaluation, drawn into its results directory: the
+/// figure ([`bars`]), the file's name and the title.
+pub const CHARTS: &[(&str, &str, &str)] = &[
+    ("perf", "perf.svg", "performance relative to orig"),
+    ("rss.avg", "rss.svg", "average RSS relative to orig"),
+];
+
 /// Draws `figure` ("perf" for each workload's performance figure, else a
 /// figure key such as "rss.avg") to an SVG file. Returns false (and writes
 /// nothing) when no workload has `orig` and another configuration to compare.

@@ -173,26 +173,30 @@ fn mismatch(root: &Path, c: &Claim) -> Option<String> {
     None
 }
 
+/// Why [`clean_up`] removed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum NotRemoved {
+    #[error("no kdamond of a udamon run is left")]
+    NoClaim,
+    #[error("the kdamond belongs to udamon pid {0}, which is still running")]
+    Running(u32),
+    #[error("the kdamond there is not provably udamon's ({0}); it stays untouched")]
+    Stale(String),
+    #[error("{0}")]
+    Failed(#[from] std::io::Error),
+}
+
 /// Removes a kdamond that [`judge`] found to be a leftover: turns it off,
 /// removes it (`nr_kdamonds` 0), removes the dead run's tracefs instance
 /// and the claim. Checks the verdict again first; refuses anything else.
-pub fn clean_up(root: &Path, start_time: StartTime) -> Result<Claim, String> {
+pub fn clean_up(root: &Path, start_time: StartTime) -> Result<Claim, NotRemoved> {
     let c = match judge(root, start_time) {
         Verdict::Leftover(c) => c,
-        Verdict::NoClaim => return Err("no kdamond of a udamon run is left".into()),
-        Verdict::Running(c) => {
-            return Err(format!(
-                "the kdamond belongs to udamon pid {}, which is still running",
-                c.udamon_pid
-            ))
-        }
-        Verdict::Stale(_, why) => {
-            return Err(format!(
-                "the kdamond there is not provably udamon's ({why}); it stays untouched"
-            ))
-        }
+        Verdict::NoClaim => return Err(NotRemoved::NoClaim),
+        Verdict::Running(c) => return Err(NotRemoved::Running(c.udamon_pid)),
+        Verdict::Stale(_, why) => return Err(NotRemoved::Stale(why)),
     };
-    remove_kdamond(root, c.udamon_pid).map_err(|e| e.to_string())?;
+    remove_kdamond(root, c.udamon_pid)?;
     Ok(c)
 }
 

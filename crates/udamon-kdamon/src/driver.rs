@@ -10,7 +10,7 @@ use udamon_core::{AddrRange, Attrs, Monitor, RegionSnapshot, Snapshot, TargetSna
 use crate::error::{needs_for_entry, needs_for_keyword};
 use crate::sysfs::{FsIo, Sysfs};
 use crate::translate::{pattern_writes, scheme_writes, FilterDirs};
-use crate::KdamonError;
+use crate::Error;
 
 /// The kernel's operations sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +75,7 @@ impl KdamonConfig {
 
     /// What can be checked without the kernel, before anything is
     /// written: the attributes, and that every scheme translates.
-    fn check(&self) -> Result<(), KdamonError> {
+    fn check(&self) -> Result<(), Error> {
         self.attrs.validate()?;
         for s in &self.all_schemes() {
             scheme_writes(s, &self.attrs, FilterDirs::Split)?;
@@ -171,26 +171,26 @@ impl KdamonDriver {
         self.config.schemes.len()
     }
 
-    fn read(&mut self, path: &Path) -> Result<String, KdamonError> {
+    fn read(&mut self, path: &Path) -> Result<String, Error> {
         match self.io.read(path) {
             Ok(s) => Ok(s.trim().to_string()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Err(missing(path)),
-            Err(source) => Err(KdamonError::Read {
+            Err(source) => Err(Error::Read {
                 path: path.to_path_buf(),
                 source,
             }),
         }
     }
 
-    fn read_u64(&mut self, path: &Path) -> Result<u64, KdamonError> {
+    fn read_u64(&mut self, path: &Path) -> Result<u64, Error> {
         let v = self.read(path)?;
-        v.parse().map_err(|_| KdamonError::Parse {
+        v.parse().map_err(|_| Error::Parse {
             path: path.to_path_buf(),
             value: v,
         })
     }
 
-    fn write(&mut self, path: &Path, value: &str) -> Result<(), KdamonError> {
+    fn write(&mut self, path: &Path, value: &str) -> Result<(), Error> {
         match self.io.write(path, value) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Err(missing(path)),
@@ -198,13 +198,13 @@ impl KdamonDriver {
                 if e.kind() == io::ErrorKind::InvalidInput
                     && needs_for_keyword(value).is_some() =>
             {
-                Err(KdamonError::Unsupported {
+                Err(Error::Unsupported {
                     path: path.to_path_buf(),
                     value: value.to_string(),
                     needs: format!("{value} needs {}", needs_for_keyword(value).unwrap_or("")),
                 })
             }
-            Err(source) => Err(KdamonError::Write {
+            Err(source) => Err(Error::Write {
                 path: path.to_path_buf(),
                 value: value.to_string(),
                 source,
@@ -213,9 +213,9 @@ impl KdamonDriver {
     }
 
     /// Reads `nr_kdamonds` and each kdamond's `state` and `pid`; fails with
-    /// [`KdamonError::Foreign`] if a kdamond exists that this driver did not
+    /// [`Error::Foreign`] if a kdamond exists that this driver did not
     /// create. Writes nothing.
-    pub fn check_not_foreign(&mut self) -> Result<(), KdamonError> {
+    pub fn check_not_foreign(&mut self) -> Result<(), Error> {
         let nr_path = self.admin.join("kdamonds/nr_kdamonds");
         let nr = self.read_u64(&nr_path)?;
         if nr == 0 || (self.owned && nr == 1) {
@@ -225,7 +225,7 @@ impl KdamonDriver {
         let dir = self.admin.join(format!("kdamonds/{first_foreign}"));
         let state = self.read(&dir.join("state")).unwrap_or_else(|_| "?".into());
         let pid = self.read(&dir.join("pid")).unwrap_or_else(|_| "?".into());
-        Err(KdamonError::Foreign {
+        Err(Error::Foreign {
             path: dir,
             state,
             pid,
@@ -234,7 +234,7 @@ impl KdamonDriver {
 
     /// Creates kdamond 0, writes the whole configuration and turns it on.
     /// On error after the kdamond was created, removes it again.
-    pub fn start(&mut self) -> Result<(), KdamonError> {
+    pub fn start(&mut self) -> Result<(), Error> {
         self.check_not_foreign()?;
         if self.running {
             return Ok(());
@@ -254,7 +254,7 @@ impl KdamonDriver {
                     .read(&k.join("contexts/nr_contexts"))
                     .is_ok_and(|n| n == "0");
             if !fresh {
-                return Err(KdamonError::Foreign {
+                return Err(Error::Foreign {
                     state: self.read(&k.join("state")).unwrap_or_else(|_| "?".into()),
                     pid: self.read(&k.join("pid")).unwrap_or_else(|_| "?".into()),
                     path: k,
@@ -277,7 +277,7 @@ impl KdamonDriver {
         }
     }
 
-    fn setup(&mut self) -> Result<(), KdamonError> {
+    fn setup(&mut self) -> Result<(), Error> {
         let k = self.kdamond();
         self.write(&k.join("contexts/nr_contexts"), "1")?;
         let c = self.ctx();
@@ -286,7 +286,7 @@ impl KdamonDriver {
         if self.io.exists(&avail) {
             let list = self.read(&avail)?;
             if !list.split_whitespace().any(|o| o == ops) {
-                return Err(KdamonError::Unsupported {
+                return Err(Error::Unsupported {
                     path: avail,
                     value: ops.into(),
                     needs: format!(
@@ -309,7 +309,7 @@ impl KdamonDriver {
     /// [`commit`](Self::commit) share. Writing `nr_targets` and
     /// `nr_schemes` makes the kernel recreate those directories, so every
     /// file of every target and scheme is written each time.
-    fn write_context(&mut self) -> Result<(), KdamonError> {
+    fn write_context(&mut self) -> Result<(), Error> {
         let c = self.ctx();
         self.write_attrs()?;
 
@@ -353,7 +353,7 @@ impl KdamonDriver {
         Ok(())
     }
 
-    fn write_attrs(&mut self) -> Result<(), KdamonError> {
+    fn write_attrs(&mut self) -> Result<(), Error> {
         let a = self.config.attrs;
         let m = self.ctx().join("monitoring_attrs");
         self.write(&m.join("intervals/sample_us"), &a.sample_us.to_string())?;
@@ -376,16 +376,16 @@ impl KdamonDriver {
 
     /// Writes a command to the kdamond's `state` file (`commit`,
     /// `update_schemes_stats`, `update_schemes_tried_regions`, ...).
-    pub fn state_command(&mut self, cmd: &str) -> Result<(), KdamonError> {
+    pub fn state_command(&mut self, cmd: &str) -> Result<(), Error> {
         self.check_not_foreign()?;
         if !self.owned {
-            return Err(KdamonError::NotStarted);
+            return Err(Error::NotStarted);
         }
         self.write(&self.kdamond().join("state"), cmd)
     }
 
     /// The kdamond's `state` ("on" or "off").
-    pub fn state(&mut self) -> Result<String, KdamonError> {
+    pub fn state(&mut self) -> Result<String, Error> {
         self.read(&self.kdamond().join("state"))
     }
 
@@ -395,7 +395,7 @@ impl KdamonDriver {
     /// regions keeps the kernel's current ones. The snapshot `stat` scheme
     /// follows the new schemes when the config takes snapshots.
     ///
-    /// Fails with [`KdamonError::NotStarted`] unless this driver's kdamond
+    /// Fails with [`Error::NotStarted`] unless this driver's kdamond
     /// runs. The attributes are validated and every scheme translated
     /// before anything is written, so a bad configuration leaves the
     /// kdamond and its files untouched. On success the driver's config
@@ -409,10 +409,10 @@ impl KdamonDriver {
         attrs: Attrs,
         targets: Vec<KTarget>,
         schemes: Vec<Damos>,
-    ) -> Result<(), KdamonError> {
+    ) -> Result<(), Error> {
         self.check_not_foreign()?;
         if !self.owned || !self.running {
-            return Err(KdamonError::NotStarted);
+            return Err(Error::NotStarted);
         }
         let new = KdamonConfig {
             attrs,
@@ -440,10 +440,10 @@ impl KdamonDriver {
     /// Linux 6.15+). `None` when this config does not tune (goal `aggrs`
     /// 0), or the kernel has no `intervals_goal` or does not know the
     /// command. The driver's own attributes are not changed.
-    pub fn tuned_intervals(&mut self) -> Result<Option<(u64, u64)>, KdamonError> {
+    pub fn tuned_intervals(&mut self) -> Result<Option<(u64, u64)>, Error> {
         self.check_not_foreign()?;
         if !self.owned || !self.running {
-            return Err(KdamonError::NotStarted);
+            return Err(Error::NotStarted);
         }
         let iv = self.ctx().join("monitoring_attrs/intervals");
         if self.config.attrs.intervals_goal.aggrs == 0
@@ -463,7 +463,7 @@ impl KdamonDriver {
                 return Ok(None)
             }
             Err(source) => {
-                return Err(KdamonError::Write {
+                return Err(Error::Write {
                     path: state,
                     value: "update_tuned_intervals".into(),
                     source,
@@ -486,17 +486,17 @@ impl KdamonDriver {
     }
 
     /// Refreshes and reads the statistics of the user's schemes, in order.
-    pub fn stats(&mut self) -> Result<Vec<DamosStats>, KdamonError> {
+    pub fn stats(&mut self) -> Result<Vec<DamosStats>, Error> {
         self.state_command("update_schemes_stats")?;
         (0..self.config.schemes.len())
             .map(|i| self.read_stats(i))
             .collect()
     }
 
-    fn read_stats(&mut self, i: usize) -> Result<DamosStats, KdamonError> {
+    fn read_stats(&mut self, i: usize) -> Result<DamosStats, Error> {
         let d = self.scheme_dir(i).join("stats");
         let mut get = |name: &str, optional: bool| match self.read_u64(&d.join(name)) {
-            Err(KdamonError::Missing { .. }) if optional => Ok(0),
+            Err(Error::Missing { .. }) if optional => Ok(0),
             r => r,
         };
         Ok(DamosStats {
@@ -514,7 +514,7 @@ impl KdamonDriver {
     /// Linux 6.9+), the bytes its last pass tried (`tried_regions/
     /// total_bytes`, 6.6+) and its goals' current values (6.8+). A field is
     /// `None` where the kernel lacks its file.
-    pub fn scheme_extras(&mut self) -> Result<Vec<SchemeExtras>, KdamonError> {
+    pub fn scheme_extras(&mut self) -> Result<Vec<SchemeExtras>, Error> {
         let k = self.kdamond().join("state");
         let cmd = |d: &mut Self, c: &str| d.io.write(&k, c).is_ok();
         let has_quota = cmd(self, "update_schemes_effective_quotas");
@@ -549,11 +549,11 @@ impl KdamonDriver {
     }
 
     /// Reads `tried_regions/<N>/` of scheme `i`, in index order.
-    pub fn tried_regions(&mut self, i: usize) -> Result<Vec<RegionSnapshot>, KdamonError> {
+    pub fn tried_regions(&mut self, i: usize) -> Result<Vec<RegionSnapshot>, Error> {
         let d = self.scheme_dir(i).join("tried_regions");
         let names = self.io.list(&d).map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => missing(&d),
-            _ => KdamonError::Read {
+            _ => Error::Read {
                 path: d.clone(),
                 source,
             },
@@ -576,9 +576,9 @@ impl KdamonDriver {
 
     /// Asks for fresh tried regions of the snapshot scheme (the kernel
     /// blocks the write until one apply interval passed) and reads them.
-    pub fn take_snapshot(&mut self) -> Result<Snapshot, KdamonError> {
+    pub fn take_snapshot(&mut self) -> Result<Snapshot, Error> {
         if !self.config.snapshots {
-            return Err(KdamonError::NoSnapshots);
+            return Err(Error::NoSnapshots);
         }
         self.start()?;
         self.state_command("update_schemes_tried_regions")?;
@@ -597,7 +597,7 @@ impl KdamonDriver {
     }
 
     /// Turns the kdamond off and removes it (`nr_kdamonds` 0).
-    pub fn stop(&mut self) -> Result<(), KdamonError> {
+    pub fn stop(&mut self) -> Result<(), Error> {
         if !self.owned {
             return Ok(());
         }
@@ -613,7 +613,7 @@ impl KdamonDriver {
         self.remove()
     }
 
-    fn remove(&mut self) -> Result<(), KdamonError> {
+    fn remove(&mut self) -> Result<(), Error> {
         self.write(&self.admin.join("kdamonds/nr_kdamonds"), "0")?;
         self.owned = false;
         self.running = false;
@@ -644,7 +644,7 @@ impl KdamonDriver {
         let _ = c.write(&self.root);
     }
 
-    fn commit_attrs(&mut self, attrs: Attrs) -> Result<(), KdamonError> {
+    fn commit_attrs(&mut self, attrs: Attrs) -> Result<(), Error> {
         attrs.validate()?;
         let old = self.config.attrs;
         self.config.attrs = attrs;
@@ -694,7 +694,7 @@ fn split_targets(regions: Vec<RegionSnapshot>) -> Vec<TargetSnapshot> {
     out
 }
 
-fn missing(path: &Path) -> KdamonError {
+fn missing(path: &Path) -> Error {
     let comps: Vec<String> = path
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -709,7 +709,7 @@ fn missing(path: &Path) -> KdamonError {
                 "a kernel with this DAMON sysfs file (see the DAMON sysfs documentation)",
             )
         });
-    KdamonError::Missing {
+    Error::Missing {
         path: path.to_path_buf(),
         feature,
         needs,
@@ -718,7 +718,7 @@ fn missing(path: &Path) -> KdamonError {
 
 impl Monitor for KdamonDriver {
     fn next_snapshot(&mut self) -> Result<Option<Snapshot>, udamon_core::Error> {
-        let be = |e: KdamonError| udamon_core::Error::Backend(e.to_string());
+        let be = |e: Error| udamon_core::Error::Backend(e.to_string());
         if self.deadline_us.is_some_and(|d| self.now_us() >= d) {
             return Ok(None);
         }
@@ -731,7 +731,7 @@ impl Monitor for KdamonDriver {
 
     fn commit(&mut self, attrs: Attrs) -> Result<(), udamon_core::Error> {
         self.commit_attrs(attrs).map_err(|e| match e {
-            KdamonError::Attrs(e) => e,
+            Error::Attrs(e) => e,
             e => udamon_core::Error::Backend(e.to_string()),
         })
     }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 /// What went wrong driving kernel DAMON.
 #[derive(Debug, thiserror::Error)]
-pub enum KdamonError {
+pub enum Error {
     /// A kdamond exists that this driver did not create.
     #[error("{} holds a kdamond udamon did not create (state {state:?}, pid {pid:?}); udamon never takes over another user's kdamond: stop it with the tool that started it (e.g. `damo stop`) and retry", path.display())]
     Foreign {
@@ -50,23 +50,23 @@ pub enum KdamonError {
     NoSnapshots,
 }
 
-impl KdamonError {
+impl Error {
     /// A kdamond that is not ours, or a kernel without the feature: a
     /// missing capability. A configuration kernel DAMON cannot express:
     /// bad input. The rest failed while running.
     pub fn kind(&self) -> udamon_core::ErrorKind {
         use udamon_core::ErrorKind as K;
         match self {
-            KdamonError::Foreign { .. }
-            | KdamonError::Missing { .. }
-            | KdamonError::Unsupported { .. } => K::Capability,
-            KdamonError::NoKernelEquivalent { .. } => K::Usage,
-            KdamonError::Attrs(e) => e.kind(),
-            KdamonError::Write { .. }
-            | KdamonError::Read { .. }
-            | KdamonError::Parse { .. }
-            | KdamonError::NotStarted
-            | KdamonError::NoSnapshots => K::Failure,
+            Error::Foreign { .. } | Error::Missing { .. } | Error::Unsupported { .. } => {
+                K::Capability
+            }
+            Error::NoKernelEquivalent { .. } => K::Usage,
+            Error::Attrs(e) => e.kind(),
+            Error::Write { .. }
+            | Error::Read { .. }
+            | Error::Parse { .. }
+            | Error::NotStarted
+            | Error::NoSnapshots => K::Failure,
         }
     }
 }

@@ -13,7 +13,7 @@
 //!
 //! Safety rule: before writing anything the driver reads `nr_kdamonds`; if a
 //! kdamond exists that it did not create, it refuses with
-//! [`KdamonError::Foreign`] and writes nothing.
+//! [`Error::Foreign`] and writes nothing.
 //!
 //! [`Monitor`]: udamon_core::Monitor
 //! [`DamosStats`]: udamon_core::schemes::DamosStats
@@ -21,7 +21,7 @@
 //!
 //! ```
 //! use udamon_core::Attrs;
-//! use udamon_kdamon::{KdamonConfig, KdamonDriver, KdamonError, KTarget, OpsKind};
+//! use udamon_kdamon::{KdamonConfig, KdamonDriver, Error, KTarget, OpsKind};
 //!
 //! // A fake tree where someone else's kdamond is running.
 //! let root = tempfile::tempdir().unwrap();
@@ -40,7 +40,7 @@
 //! };
 //! let mut driver = KdamonDriver::new(root.path().to_path_buf(), config);
 //! let err = driver.start().unwrap_err();
-//! assert!(matches!(err, KdamonError::Foreign { .. }));
+//! assert!(matches!(err, Error::Foreign { .. }));
 //! assert!(err.to_string().contains("never takes over another user's kdamond"));
 //! assert_eq!(std::fs::read_to_string(k.join("nr_kdamonds")).unwrap(), "1\n");
 //! ```
@@ -53,7 +53,7 @@ pub mod trace;
 pub mod translate;
 
 pub use driver::{admin_dir, KTarget, KdamonConfig, KdamonDriver, OpsKind, SchemeExtras};
-pub use error::{needs_for_entry, needs_for_keyword, KdamonError};
+pub use error::{needs_for_entry, needs_for_keyword, Error};
 pub use sysfs::{FsIo, Sysfs};
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use udamon_core::schemes::{
 };
 use udamon_core::{AddrRange, Attrs, Monitor, RegionSnapshot};
 
-use crate::{admin_dir, FsIo, KTarget, KdamonConfig, KdamonDriver, KdamonError, OpsKind, Sysfs};
+use crate::{admin_dir, Error, FsIo, KTarget, KdamonConfig, KdamonDriver, OpsKind, Sysfs};
 
 type Log = Rc<RefCell<Vec<(String, String)>>>;
 
@@ -435,7 +435,7 @@ fn refuses_a_busy_tree_and_writes_nothing() {
         let mut d = KdamonDriver::new(dir.path().into(), config(vec![prcl()]));
         let e = d.start().unwrap_err();
         let msg = e.to_string();
-        assert!(matches!(e, KdamonError::Foreign { .. }), "{msg}");
+        assert!(matches!(e, Error::Foreign { .. }), "{msg}");
         assert!(msg.contains(&k.join("0").display().to_string()), "{msg}");
         assert!(
             msg.contains("never takes over another user's kdamond"),
@@ -482,7 +482,7 @@ fn missing_features_are_named_and_the_kdamond_removed() {
             Box::new(fake),
         );
         let e = d.start().unwrap_err();
-        assert!(matches!(e, KdamonError::Missing { .. }), "{e}");
+        assert!(matches!(e, Error::Missing { .. }), "{e}");
         assert!(e.to_string().contains(want), "{e} lacks {want}");
         let nr =
             std::fs::read_to_string(admin_dir(dir.path()).join("kdamonds/nr_kdamonds")).unwrap();
@@ -723,7 +723,7 @@ fn a_kdamond_created_in_the_race_is_left_alone() {
     let racer = Racer(fake, admin_dir(dir.path()));
     let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(racer));
     let e = d.start().unwrap_err();
-    assert!(matches!(e, KdamonError::Foreign { .. }), "{e}");
+    assert!(matches!(e, Error::Foreign { .. }), "{e}");
     d.stop().unwrap();
     drop(d);
     let writes: Vec<String> = log
@@ -810,13 +810,13 @@ fn commit_of_a_bad_config_writes_nothing() {
     let e = d
         .commit(Attrs::default(), targets.clone(), vec![prcl(), mlock])
         .unwrap_err();
-    assert!(matches!(e, KdamonError::NoKernelEquivalent { .. }), "{e}");
+    assert!(matches!(e, Error::NoKernelEquivalent { .. }), "{e}");
     let bad = Attrs {
         min_nr_regions: 1,
         ..Attrs::default()
     };
     let e = d.commit(bad, targets, vec![prcl()]).unwrap_err();
-    assert!(matches!(e, KdamonError::Attrs(_)), "{e}");
+    assert!(matches!(e, Error::Attrs(_)), "{e}");
 
     assert_eq!(since(&log, from), vec![]);
     assert_eq!(tree_snapshot(dir.path()), before);
@@ -833,10 +833,10 @@ fn commit_before_start_is_not_started() {
     let e = d
         .commit(cfg.attrs, cfg.targets.clone(), cfg.schemes.clone())
         .unwrap_err();
-    assert!(matches!(e, KdamonError::NotStarted), "{e}");
+    assert!(matches!(e, Error::NotStarted), "{e}");
     assert!(matches!(
         d.tuned_intervals().unwrap_err(),
-        KdamonError::NotStarted
+        Error::NotStarted
     ));
     assert_eq!(d.kdamond_pid(), None);
     // After a stop, too.
@@ -844,7 +844,7 @@ fn commit_before_start_is_not_started() {
     d.stop().unwrap();
     let from = log.borrow().len();
     let e = d.commit(cfg.attrs, cfg.targets, cfg.schemes).unwrap_err();
-    assert!(matches!(e, KdamonError::NotStarted), "{e}");
+    assert!(matches!(e, Error::NotStarted), "{e}");
     assert_eq!(since(&log, from), vec![]);
 }
 
@@ -993,7 +993,7 @@ fn a_refused_commit_keeps_the_old_config() {
     let e = d
         .commit(attrs, cfg.targets.clone(), vec![prcl(), cold])
         .unwrap_err();
-    assert!(matches!(e, KdamonError::Write { .. }), "{e}");
+    assert!(matches!(e, Error::Write { .. }), "{e}");
     assert_eq!(d.attrs(), cfg.attrs);
     assert_eq!(d.stats().unwrap().len(), 1);
     let ctx = admin_dir(dir.path()).join("kdamonds/0/contexts/0");

@@ -7,7 +7,7 @@
 use udamon_core::schemes::{Damos, Filter, FilterKind, GoalMetric, GoalTuner, KernelPattern};
 use udamon_core::Attrs;
 
-use crate::KdamonError;
+use crate::Error;
 
 /// One planned write.
 pub type Write = (String, String);
@@ -47,13 +47,9 @@ pub fn pattern_writes(s: &Damos, attrs: &Attrs) -> Vec<Write> {
 /// Every write that configures scheme `s` (relative to its directory).
 /// Fails, before anything is written, on parts the kernel has no
 /// equivalent for.
-pub fn scheme_writes(
-    s: &Damos,
-    attrs: &Attrs,
-    dirs: FilterDirs,
-) -> Result<Vec<Write>, KdamonError> {
+pub fn scheme_writes(s: &Damos, attrs: &Attrs, dirs: FilterDirs) -> Result<Vec<Write>, Error> {
     let Some(action) = s.action.kernel_name() else {
-        return Err(KdamonError::NoKernelEquivalent {
+        return Err(Error::NoKernelEquivalent {
             what: format!("action {}", s.action.name()),
             fix: "use it with udamon's own engine (the sim or proc backend)",
         });
@@ -84,7 +80,7 @@ pub fn scheme_writes(
         (GoalTuner::Consist, _) => {}
         (_, Some(name)) => w(&mut out, "quotas/goal_tuner", name),
         (_, None) => {
-            return Err(KdamonError::NoKernelEquivalent {
+            return Err(Error::NoKernelEquivalent {
                 what: "quota goal tuner fast".into(),
                 fix: "use consist or temporal (Linux 7.1+) on kernel DAMON; fast is udamon's \
                       own engine's",
@@ -95,7 +91,7 @@ pub fn scheme_writes(
         w(&mut out, "quotas/goals/nr_goals", q.goals.len());
         for (i, g) in q.goals.iter().enumerate() {
             let Some(metric) = g.metric.kernel_name() else {
-                return Err(KdamonError::NoKernelEquivalent {
+                return Err(Error::NoKernelEquivalent {
                     what: format!("quota goal metric {:?}", g.metric),
                     fix: "use user_input and feed the value in, or udamon's own engine",
                 });

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 /// What went wrong reading or writing a process's or the system's files.
 #[derive(Debug, thiserror::Error)]
-pub enum ProcError {
+pub enum Error {
     /// A primitive's file does not exist: the kernel lacks the feature.
     #[error("the {primitive} {} is missing (needs {provides})", path.display())]
     Missing {
@@ -41,32 +41,28 @@ pub enum ProcError {
     },
 }
 
-impl ProcError {
+impl Error {
     /// A kernel without the primitive, or a permission udamon lacks: a
     /// missing capability. A process that is not there: bad input (the
     /// pid given). The rest failed while running.
     pub fn kind(&self) -> udamon_core::ErrorKind {
         use udamon_core::ErrorKind as K;
         match self {
-            ProcError::Missing { .. } | ProcError::PfnHidden { .. } | ProcError::Denied { .. } => {
-                K::Capability
-            }
-            ProcError::Gone { .. } => K::Usage,
-            ProcError::BadMaps { .. } | ProcError::Action { .. } | ProcError::Io { .. } => {
-                K::Failure
-            }
+            Error::Missing { .. } | Error::PfnHidden { .. } | Error::Denied { .. } => K::Capability,
+            Error::Gone { .. } => K::Usage,
+            Error::BadMaps { .. } | Error::Action { .. } | Error::Io { .. } => K::Failure,
         }
     }
 
     /// Classifies an I/O error on `path`: permission errors become
-    /// [`ProcError::Denied`], the rest [`ProcError::Io`].
+    /// [`Error::Denied`], the rest [`Error::Io`].
     pub(crate) fn io(op: &'static str, path: &std::path::Path, source: io::Error) -> Self {
         match source.kind() {
-            io::ErrorKind::PermissionDenied => ProcError::Denied {
+            io::ErrorKind::PermissionDenied => Error::Denied {
                 path: path.to_path_buf(),
                 source,
             },
-            _ => ProcError::Io {
+            _ => Error::Io {
                 op,
                 path: path.to_path_buf(),
                 source,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::batch::{read_many, write_many};
 use crate::pagemap::{contiguous_runs, read_words};
-use crate::ProcError;
+use crate::Error;
 
 /// `ROOT/sys/kernel/mm/page_idle/bitmap`.
 pub fn bitmap_path(root: &Path) -> PathBuf {
@@ -23,16 +23,16 @@ pub struct IdleBitmap {
 }
 
 impl IdleBitmap {
-    pub fn open(root: &Path) -> Result<Self, ProcError> {
+    pub fn open(root: &Path) -> Result<Self, Error> {
         let path = bitmap_path(root);
         match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(file) => Ok(Self { file, path }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ProcError::Missing {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Missing {
                 primitive: "idle page bitmap",
                 path,
                 provides: "CONFIG_IDLE_PAGE_TRACKING",
             }),
-            Err(e) => Err(ProcError::io("opening", &path, e)),
+            Err(e) => Err(Error::io("opening", &path, e)),
         }
     }
 
@@ -43,7 +43,7 @@ impl IdleBitmap {
     /// Marks `pfns` idle: one word per 64 PFNs holding just their bits, one
     /// write per run of contiguous words, all in one batch
     /// ([`crate::batch`]).
-    pub fn set_idle(&self, pfns: &[u64]) -> Result<(), ProcError> {
+    pub fn set_idle(&self, pfns: &[u64]) -> Result<(), Error> {
         let words = group_words(pfns);
         let idx: Vec<u64> = words.iter().map(|w| w.0).collect();
         let buf: Vec<u8> = words.iter().flat_map(|w| w.1.to_ne_bytes()).collect();
@@ -53,16 +53,15 @@ impl IdleBitmap {
             reqs.push((run[0] * 8, &buf[at * 8..(at + run.len()) * 8]));
             at += run.len();
         }
-        write_many(&self.file, &reqs).map_err(|e| ProcError::io("writing", &self.path, e))
+        write_many(&self.file, &reqs).map_err(|e| Error::io("writing", &self.path, e))
     }
 
     /// Whether each of `pfns` is still idle, in the order given; one read
     /// per run of contiguous words, all in one batch. PFNs past the end
     /// read as not idle.
-    pub fn is_idle(&self, pfns: &[u64]) -> Result<Vec<bool>, ProcError> {
+    pub fn is_idle(&self, pfns: &[u64]) -> Result<Vec<bool>, Error> {
         let idx: Vec<u64> = pfns.iter().map(|p| p / 64).collect();
-        let vals =
-            read_words(&self.file, &idx).map_err(|e| ProcError::io("reading", &self.path, e))?;
+        let vals = read_words(&self.file, &idx).map_err(|e| Error::io("reading", &self.path, e))?;
         Ok(pfns
             .iter()
             .zip(vals)
@@ -76,7 +75,7 @@ impl IdleBitmap {
     /// `None` for a region whose page is not checked). On failure every
     /// entry becomes `None`, so nothing reads as accessed, and the error is
     /// returned.
-    pub fn mark_pending(&self, pending: &mut [Option<u64>]) -> Result<(), ProcError> {
+    pub fn mark_pending(&self, pending: &mut [Option<u64>]) -> Result<(), Error> {
         let pfns: Vec<u64> = pending.iter().flatten().copied().collect();
         self.set_idle(&pfns)
             .inspect_err(|_| pending.iter_mut().for_each(|p| *p = None))
@@ -89,7 +88,7 @@ impl IdleBitmap {
         &self,
         pending: &[Option<u64>],
         accessed: &mut Vec<bool>,
-    ) -> Result<(), ProcError> {
+    ) -> Result<(), Error> {
         accessed.clear();
         let pfns: Vec<u64> = pending.iter().flatten().copied().collect();
         match self.is_idle(&pfns) {
@@ -136,16 +135,16 @@ const KPF_COMPOUND_TAIL: u64 = 1 << 16;
 const MAX_FOLIO_PAGES: u64 = 512;
 
 impl KpageFlags {
-    pub fn open(root: &Path) -> Result<Self, ProcError> {
+    pub fn open(root: &Path) -> Result<Self, Error> {
         let path = kpageflags_path(root);
         match File::open(&path) {
             Ok(file) => Ok(Self { file, path }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ProcError::Missing {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Missing {
                 primitive: "page flags file",
                 path,
                 provides: "CONFIG_PROC_PAGE_MONITOR",
             }),
-            Err(e) => Err(ProcError::io("opening", &path, e)),
+            Err(e) => Err(Error::io("opening", &path, e)),
         }
     }
 
@@ -154,7 +153,7 @@ impl KpageFlags {
     /// huge page is aligned alike in both spaces, so its head is read
     /// with the page's own flags; other tails scan back at most 4 KiB of
     /// flags.
-    pub fn heads(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<u64>, ProcError> {
+    pub fn heads(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<u64>, Error> {
         Ok(self
             .heads_with_flags(pfns, vaddrs)?
             .into_iter()
@@ -166,7 +165,7 @@ impl KpageFlags {
     /// not on an LRU list (kernel memory, free pages, pages in flight):
     /// the bitmap never tracks those, and the kernel's DAMON counts them
     /// as not accessed.
-    pub fn lru_heads(&self, pfns: &[u64], addrs: &[u64]) -> Result<Vec<Option<u64>>, ProcError> {
+    pub fn lru_heads(&self, pfns: &[u64], addrs: &[u64]) -> Result<Vec<Option<u64>>, Error> {
         Ok(self
             .heads_with_flags(pfns, addrs)?
             .into_iter()
@@ -179,8 +178,8 @@ impl KpageFlags {
     /// address does (the mark of a PMD-mapped huge page, whose head is
     /// aligned alike in both spaces), the flags of that head; one more for
     /// the 4 KiB scans of tails whose head was elsewhere.
-    fn heads_with_flags(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<(u64, u64)>, ProcError> {
-        let err = |e| ProcError::io("reading", &self.path, e);
+    fn heads_with_flags(&self, pfns: &[u64], vaddrs: &[u64]) -> Result<Vec<(u64, u64)>, Error> {
+        let err = |e| Error::io("reading", &self.path, e);
         let guess = |i: usize| {
             let offset = vaddrs.get(i).map_or(0, |v| v / 4096 % MAX_FOLIO_PAGES);
             (offset > 0 && pfns[i] % MAX_FOLIO_PAGES == offset).then(|| pfns[i] - offset)

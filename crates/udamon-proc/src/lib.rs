@@ -44,7 +44,7 @@ pub mod paddr;
 pub mod pagemap;
 mod stat;
 
-pub use error::ProcError;
+pub use error::Error;
 pub use maps::{read_maps, Mapping};
 pub use ops::{
     clear_refs_path, node_mem_bp, node_room, proc_field, unsupported_reason, AccessMode, Paced,

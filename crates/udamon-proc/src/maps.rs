@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use udamon_core::AddrRange;
 
-use crate::ProcError;
+use crate::Error;
 
 /// One line of `/proc/PID/maps`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,13 +23,13 @@ pub fn maps_path(root: &Path, pid: u32) -> PathBuf {
 }
 
 /// Parses the text of a maps file; `path` only names it in errors.
-pub fn parse_maps(text: &str, path: &Path) -> Result<Vec<Mapping>, ProcError> {
+pub fn parse_maps(text: &str, path: &Path) -> Result<Vec<Mapping>, Error> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = || ProcError::BadMaps {
+        let bad = || Error::BadMaps {
             path: path.to_path_buf(),
             line: i + 1,
             text: line.to_string(),
@@ -58,12 +58,12 @@ pub fn parse_maps(text: &str, path: &Path) -> Result<Vec<Mapping>, ProcError> {
 }
 
 /// Reads and parses `ROOT/proc/PID/maps`.
-pub fn read_maps(root: &Path, pid: u32) -> Result<Vec<Mapping>, ProcError> {
+pub fn read_maps(root: &Path, pid: u32) -> Result<Vec<Mapping>, Error> {
     let path = maps_path(root, pid);
     match std::fs::read_to_string(&path) {
         Ok(text) => parse_maps(&text, &path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ProcError::Gone { pid, path }),
-        Err(e) => Err(ProcError::io("reading", &path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Gone { pid, path }),
+        Err(e) => Err(Error::io("reading", &path, e)),
     }
 }
 
@@ -118,6 +118,6 @@ mod tests {
     fn missing_process_is_gone() {
         let dir = tempfile::tempdir().unwrap();
         let e = read_maps(dir.path(), 4242).unwrap_err();
-        assert!(matches!(e, ProcError::Gone { pid: 4242, .. }), "{e}");
+        assert!(matches!(e, Error::Gone { pid: 4242, .. }), "{e}");
     }
 }

@@ -14,7 +14,7 @@ use crate::stat::start_time;
 use crate::idle::{IdleBitmap, KpageFlags};
 use crate::maps::{monitoring_ranges, read_maps};
 use crate::pagemap::Pagemap;
-use crate::ProcError;
+use crate::Error;
 
 /// How accesses are detected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +93,7 @@ pub struct ProcOps {
     sd_resets: u64,
     /// A residency scan found no `PAGEMAP_SCAN` in the kernel.
     no_residency: bool,
-    error: Option<ProcError>,
+    error: Option<Error>,
 }
 
 /// How soft-dirty mode reset the bits: `resets` passes of `clear_refs`
@@ -130,11 +130,7 @@ const AUTO_MAX_PERIOD: u32 = 100;
 impl ProcOps {
     /// Opens the primitives `mode` needs for `pids` (target `i` is `pids[i]`)
     /// and fails with a precise error when one is missing.
-    pub fn new(
-        root: impl Into<PathBuf>,
-        pids: &[u32],
-        mode: AccessMode,
-    ) -> Result<Self, ProcError> {
+    pub fn new(root: impl Into<PathBuf>, pids: &[u32], mode: AccessMode) -> Result<Self, Error> {
         let root = root.into();
         let bitmap = match mode {
             AccessMode::IdlePage => Some(IdleBitmap::open(&root)?),
@@ -150,7 +146,7 @@ impl ProcOps {
             if mode == AccessMode::SoftDirtyWriteOnly {
                 let p = clear_refs_path(&root, pid);
                 if !p.exists() {
-                    return Err(ProcError::Missing {
+                    return Err(Error::Missing {
                         primitive: "soft-dirty reset file",
                         path: p,
                         provides: "CONFIG_PROC_PAGE_MONITOR and CONFIG_MEM_SOFT_DIRTY",
@@ -235,14 +231,14 @@ impl ProcOps {
                 .and_then(|mut f| std::io::Write::write_all(&mut f, b"4"));
             if let Err(e) = reset {
                 if self.alive(i) {
-                    self.note(ProcError::io("writing", &p, e));
+                    self.note(Error::io("writing", &p, e));
                 }
             }
         }
     }
 
     /// The first error since the last call, if any.
-    pub fn take_error(&mut self) -> Option<ProcError> {
+    pub fn take_error(&mut self) -> Option<Error> {
         self.error.take()
     }
 
@@ -252,7 +248,7 @@ impl ProcOps {
         self.no_residency
     }
 
-    fn note(&mut self, e: ProcError) {
+    fn note(&mut self, e: Error) {
         self.error.get_or_insert(e);
     }
 
@@ -382,7 +378,7 @@ impl Operations for ProcOps {
         }
         match maps {
             Ok(m) => Some(monitoring_ranges(&m)),
-            Err(ProcError::Gone { .. }) => None,
+            Err(Error::Gone { .. }) => None,
             Err(e) => {
                 self.note(e);
                 None
@@ -429,7 +425,7 @@ impl Operations for ProcOps {
                 }
                 if pfns.iter().all(|&p| p == 0) {
                     let path = crate::pagemap::pagemap_path(&self.root, self.targets[0].pid);
-                    self.note(ProcError::PfnHidden { path });
+                    self.note(Error::PfnHidden { path });
                     self.pending.iter_mut().for_each(|p| *p = None);
                     return;
                 }
@@ -557,7 +553,7 @@ impl Operations for ProcOps {
         }
         let pid = self.targets[idx].pid;
         if self.targets[idx].pidfd.is_none() {
-            self.note(ProcError::Action {
+            self.note(Error::Action {
                 what: format!("{} of pid {pid}", scheme.action.name()),
                 source: std::io::Error::other(
                     "no pidfd (a fake /proc tree, or a kernel before 5.3): nothing is done",
@@ -580,7 +576,7 @@ impl Operations for ProcOps {
                     self.targets[idx].pass_maps = Some((now_us, m));
                     p
                 }
-                Ok(_) | Err(ProcError::Gone { .. }) => return ApplyOutcome::default(),
+                Ok(_) | Err(Error::Gone { .. }) => return ApplyOutcome::default(),
                 Err(e) => {
                     self.note(e);
                     return ApplyOutcome::default();
@@ -612,7 +608,7 @@ impl Operations for ProcOps {
                 // though the target is gone.
                 if pid_reused(&e) || self.alive(idx) {
                     let what = format!("{} of pid {pid}", scheme.action.name());
-                    self.note(ProcError::Action { what, source: e });
+                    self.note(Error::Action { what, source: e });
                 }
                 0
             }

@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use udamon_core::{AddrRange, Operations, SampleWindow, Target};
 
 use crate::idle::{IdleBitmap, KpageFlags};
-use crate::ProcError;
+use crate::Error;
 
 /// The top-level "System RAM" ranges of `ROOT/proc/iomem`. Fails when the
 /// file hides its addresses (they read as zero for readers without
 /// CAP_SYS_ADMIN).
-pub fn system_ram(root: &Path) -> Result<Vec<AddrRange>, ProcError> {
+pub fn system_ram(root: &Path) -> Result<Vec<AddrRange>, Error> {
     let path = root.join("proc/iomem");
-    let text = std::fs::read_to_string(&path).map_err(|e| ProcError::io("reading", &path, e))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
     let mut out = Vec::new();
     for line in text.lines() {
         // Nested resources are indented; System RAM is top level.
@@ -34,7 +34,7 @@ pub fn system_ram(root: &Path) -> Result<Vec<AddrRange>, ProcError> {
         }
     }
     if out.is_empty() || out.iter().all(|r| r.start == 0 && r.end == 0) {
-        return Err(ProcError::Denied {
+        return Err(Error::Denied {
             path,
             source: std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
@@ -48,20 +48,20 @@ pub fn system_ram(root: &Path) -> Result<Vec<AddrRange>, ProcError> {
 /// The System RAM of NUMA node `node`: its memory blocks
 /// (`/sys/devices/system/node/nodeN/memoryM`, each `block_size_bytes`
 /// long) within System RAM, merged where they touch.
-pub fn node_ram(root: &Path, node: u32) -> Result<Vec<AddrRange>, ProcError> {
+pub fn node_ram(root: &Path, node: u32) -> Result<Vec<AddrRange>, Error> {
     let dir = root.join(format!("sys/devices/system/node/node{node}"));
     let bs_path = root.join("sys/devices/system/memory/block_size_bytes");
     let bs_text =
-        std::fs::read_to_string(&bs_path).map_err(|e| ProcError::io("reading", &bs_path, e))?;
+        std::fs::read_to_string(&bs_path).map_err(|e| Error::io("reading", &bs_path, e))?;
     let bs = u64::from_str_radix(bs_text.trim().trim_start_matches("0x"), 16).map_err(|_| {
-        ProcError::io(
+        Error::io(
             "reading",
             &bs_path,
             std::io::Error::new(std::io::ErrorKind::InvalidData, "not a hexadecimal size"),
         )
     })?;
     let mut blocks: Vec<u64> = std::fs::read_dir(&dir)
-        .map_err(|e| ProcError::io("reading", &dir, e))?
+        .map_err(|e| Error::io("reading", &dir, e))?
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.strip_prefix("memory")?.parse().ok())
         .collect();
@@ -85,7 +85,7 @@ pub fn node_ram(root: &Path, node: u32) -> Result<Vec<AddrRange>, ProcError> {
         })
         .collect();
     if out.is_empty() {
-        return Err(ProcError::io(
+        return Err(Error::io(
             "reading",
             &dir,
             std::io::Error::new(
@@ -108,17 +108,17 @@ pub struct PaddrOps {
     bitmap: IdleBitmap,
     flags: KpageFlags,
     pending: Vec<Option<u64>>,
-    error: Option<ProcError>,
+    error: Option<Error>,
 }
 
 impl PaddrOps {
-    pub fn new(root: impl Into<PathBuf>) -> Result<Self, ProcError> {
+    pub fn new(root: impl Into<PathBuf>) -> Result<Self, Error> {
         Self::with_node(root, None)
     }
 
     /// The memory of NUMA node `node` only ([`node_ram`]), or all System
     /// RAM with `None`.
-    pub fn with_node(root: impl Into<PathBuf>, node: Option<u32>) -> Result<Self, ProcError> {
+    pub fn with_node(root: impl Into<PathBuf>, node: Option<u32>) -> Result<Self, Error> {
         let root = root.into();
         let bitmap = IdleBitmap::open(&root)?;
         let flags = KpageFlags::open(&root)?;
@@ -137,11 +137,11 @@ impl PaddrOps {
     }
 
     /// The first error since the last call, if any.
-    pub fn take_error(&mut self) -> Option<ProcError> {
+    pub fn take_error(&mut self) -> Option<Error> {
         self.error.take()
     }
 
-    fn note(&mut self, e: ProcError) {
+    fn note(&mut self, e: Error) {
         self.error.get_or_insert(e);
     }
 }

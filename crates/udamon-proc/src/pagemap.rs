@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::ProcError;
+use crate::Error;
 
 /// Page size the pagemap is indexed by.
 pub const PAGE_SZ: u64 = 4096;
@@ -51,22 +51,22 @@ pub struct Pagemap {
 
 impl Pagemap {
     /// Opens `ROOT/proc/PID/pagemap`.
-    pub fn open(root: &Path, pid: u32) -> Result<Self, ProcError> {
+    pub fn open(root: &Path, pid: u32) -> Result<Self, Error> {
         let path = pagemap_path(root, pid);
         match File::open(&path) {
             Ok(file) => Ok(Self { file, path, pid }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if root.join(format!("proc/{pid}")).exists() {
-                    Err(ProcError::Missing {
+                    Err(Error::Missing {
                         primitive: "pagemap",
                         path,
                         provides: "CONFIG_PROC_PAGE_MONITOR",
                     })
                 } else {
-                    Err(ProcError::Gone { pid, path })
+                    Err(Error::Gone { pid, path })
                 }
             }
-            Err(e) => Err(ProcError::io("opening", &path, e)),
+            Err(e) => Err(Error::io("opening", &path, e)),
         }
     }
 
@@ -91,17 +91,17 @@ impl Pagemap {
     /// are read with one request per run of contiguous pages, all in one
     /// batch ([`crate::batch`]); pages past the end of the file read as
     /// empty entries (not present).
-    pub fn entries(&self, addrs: &[u64]) -> Result<Vec<PagemapEntry>, ProcError> {
+    pub fn entries(&self, addrs: &[u64]) -> Result<Vec<PagemapEntry>, Error> {
         let pages: Vec<u64> = addrs.iter().map(|a| a / PAGE_SZ).collect();
         let words =
-            read_words(&self.file, &pages).map_err(|e| ProcError::io("reading", &self.path, e))?;
+            read_words(&self.file, &pages).map_err(|e| Error::io("reading", &self.path, e))?;
         Ok(words.into_iter().map(PagemapEntry).collect())
     }
 
     /// Like [`entries`](Self::entries), but fails with
-    /// [`ProcError::PfnHidden`] when some page is present and every present
+    /// [`Error::PfnHidden`] when some page is present and every present
     /// page reads PFN 0 (the kernel hides PFNs from unprivileged readers).
-    pub fn pfns(&self, addrs: &[u64]) -> Result<Vec<Option<u64>>, ProcError> {
+    pub fn pfns(&self, addrs: &[u64]) -> Result<Vec<Option<u64>>, Error> {
         let entries = self.entries(addrs)?;
         check_pfns_visible(&entries, &self.path)?;
         Ok(entries.iter().map(|e| e.pfn()).collect())
@@ -151,7 +151,7 @@ impl Pagemap {
     pub fn populated(
         &self,
         ranges: &[udamon_core::AddrRange],
-    ) -> Result<Option<Vec<udamon_core::AddrRange>>, ProcError> {
+    ) -> Result<Option<Vec<udamon_core::AddrRange>>, Error> {
         use std::os::fd::AsRawFd;
         let mut out: Vec<udamon_core::AddrRange> = Vec::new();
         let mut buf = vec![PageRegion::default(); 1024];
@@ -183,7 +183,7 @@ impl Pagemap {
                     return match e.raw_os_error() {
                         Some(libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP) => Ok(None),
                         Some(libc::EINTR) => continue,
-                        _ => Err(ProcError::io("scanning", &self.path, e)),
+                        _ => Err(Error::io("scanning", &self.path, e)),
                     };
                 }
                 for pr in &buf[..n as usize] {
@@ -203,10 +203,10 @@ impl Pagemap {
 }
 
 /// Fails when present entries exist and all their PFNs are zero.
-pub fn check_pfns_visible(entries: &[PagemapEntry], path: &Path) -> Result<(), ProcError> {
+pub fn check_pfns_visible(entries: &[PagemapEntry], path: &Path) -> Result<(), Error> {
     let mut present = entries.iter().filter(|e| e.present()).peekable();
     if present.peek().is_some() && present.all(|e| e.pfn() == Some(0)) {
-        return Err(ProcError::PfnHidden {
+        return Err(Error::PfnHidden {
             path: path.to_path_buf(),
         });
     }
@@ -338,7 +338,7 @@ mod tests {
         let e = Pagemap::open(dir.path(), 9).unwrap_err();
         assert!(e.to_string().contains("CONFIG_PROC_PAGE_MONITOR"), "{e}");
         let e = Pagemap::open(dir.path(), 10).unwrap_err();
-        assert!(matches!(e, ProcError::Gone { pid: 10, .. }), "{e}");
+        assert!(matches!(e, Error::Gone { pid: 10, .. }), "{e}");
     }
 }
 

@@ -17,6 +17,7 @@
 //! - [`hot`]: hottest regions of a snapshot, or hottest address ranges
 //!   averaged over time;
 //! - [`raw`] and [`write_raw`]: the record as JSON lines;
+//! - [`summary`]: the run's summary a record ends with, in words;
 //! - [`html`]: one self-contained page of the heatmap (zoomable), the
 //!   working set, the hot table and the schemes' statistics.
 //!
@@ -66,6 +67,7 @@ pub mod raw;
 mod record;
 pub mod select;
 mod source;
+pub mod summary;
 pub mod wss;
 
 pub use error::Error;

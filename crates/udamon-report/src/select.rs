@@ -3,12 +3,13 @@
 //! every report reads a record through one ([`Selected`]), and only the
 //! frames that may hold the time range are read.
 
+use std::io::Write;
 use std::ops::{ControlFlow, Range};
 
 use udamon_core::{RegionSnapshot, Snapshot, TargetSnapshot};
 use udamon_record::{Entry, FrameInfo, Reader};
 
-use crate::{Error, SnapshotSource};
+use crate::{raw, Error, SnapshotSource};
 
 /// Which part of each snapshot to keep; `None` keeps everything on that
 /// axis.
@@ -25,6 +26,27 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// The selection of a time range given in microseconds since the
+    /// record's start (the start of its first snapshot), an address range
+    /// and a target.
+    pub fn since_start(
+        reader: &Reader,
+        time_range: Option<(u64, u64)>,
+        address: Option<(u64, u64)>,
+        target: Option<u32>,
+    ) -> Selection {
+        let origin = reader
+            .frames()
+            .iter()
+            .find(|f| f.nr_snapshots > 0)
+            .map_or(0, |f| f.first_start_us);
+        Selection {
+            time_us: time_range.map(|(x, y)| (origin.saturating_add(x), origin.saturating_add(y))),
+            address,
+            target,
+        }
+    }
+
     /// Whether it keeps everything.
     pub fn is_all(&self) -> bool {
         *self == Self::default()
@@ -149,6 +171,29 @@ impl<'a> Selected<'a> {
                 Entry::Json { .. } => ControlFlow::Continue(()),
             })?;
         Ok(())
+    }
+
+    /// Writes what the selection keeps as JSON lines (see [`crate::raw`]):
+    /// the record's header, then each kept entry in recording order. A
+    /// run's `summary` describes the whole run, so a part leaves it out.
+    pub fn write_raw(&self, w: &mut dyn Write) -> Result<(), Error> {
+        raw::write_header_line(w, self.reader.header())?;
+        let whole = self.sel.is_all();
+        let mut buf = Vec::new();
+        let mut res = Ok(());
+        self.for_each_entry(|e| {
+            res = match e {
+                Entry::Snapshot(s) => raw::write_snapshot_line(w, s, &mut buf),
+                Entry::Json { kind, .. } if !whole && kind == "summary" => Ok(()),
+                Entry::Json { kind, value } => raw::write_json_line(w, kind, value),
+            };
+            if res.is_ok() {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        })?;
+        Ok(res?)
     }
 }
 

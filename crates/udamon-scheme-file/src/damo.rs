@@ -14,7 +14,7 @@ use udamon_core::schemes::{
     QuotaWeights, Watermarks,
 };
 
-use crate::error::{quote, ParseError};
+use crate::error::{quote, Error};
 use crate::fields::{self, Problem, TimeUnit};
 use crate::reader::{self as st, Reader};
 use crate::tree::{Node, V};
@@ -142,7 +142,7 @@ pub(crate) fn looks_like_damo(n: &Node) -> bool {
 }
 
 /// Every scheme of every context of every kdamond, in order.
-pub(crate) fn document(r: &Reader, root: &Node) -> Result<Vec<Damos>, ParseError> {
+pub(crate) fn document(r: &Reader, root: &Node) -> Result<Vec<Damos>, Error> {
     let mut out = Vec::new();
     if let Some(k) = root.get(&["kdamonds"]) {
         for kdamond in r.array(k, "kdamonds")? {
@@ -156,7 +156,7 @@ pub(crate) fn document(r: &Reader, root: &Node) -> Result<Vec<Damos>, ParseError
     Ok(out)
 }
 
-fn contexts(r: &Reader, kdamond: &Node, out: &mut Vec<Damos>) -> Result<(), ParseError> {
+fn contexts(r: &Reader, kdamond: &Node, out: &mut Vec<Damos>) -> Result<(), Error> {
     if let Some(c) = kdamond.get(&["contexts"]) {
         for ctx in r.array(c, "contexts")? {
             context(r, ctx, out)?;
@@ -165,7 +165,7 @@ fn contexts(r: &Reader, kdamond: &Node, out: &mut Vec<Damos>) -> Result<(), Pars
     Ok(())
 }
 
-fn context(r: &Reader, ctx: &Node, out: &mut Vec<Damos>) -> Result<(), ParseError> {
+fn context(r: &Reader, ctx: &Node, out: &mut Vec<Damos>) -> Result<(), Error> {
     if let Some(s) = ctx.get(&["schemes"]) {
         for scheme_node in r.array(s, "schemes")? {
             out.push(scheme(r, scheme_node)?);
@@ -175,7 +175,7 @@ fn context(r: &Reader, ctx: &Node, out: &mut Vec<Damos>) -> Result<(), ParseErro
 }
 
 /// The error for a damo key udamon cannot express.
-fn cannot(r: &Reader, pos: usize, key: &str, why: &str) -> ParseError {
+fn cannot(r: &Reader, pos: usize, key: &str, why: &str) -> Error {
     r.src.err(
         pos,
         key,
@@ -185,7 +185,7 @@ fn cannot(r: &Reader, pos: usize, key: &str, why: &str) -> ParseError {
 }
 
 /// Like [`Reader::keys`], with damo's wording.
-fn keys(r: &Reader, n: &Node, allowed: &[&str], what: &str) -> Result<(), ParseError> {
+fn keys(r: &Reader, n: &Node, allowed: &[&str], what: &str) -> Result<(), Error> {
     r.keys(n, allowed, what).map_err(|mut e| {
         if e.msg.starts_with("unknown key") {
             e.msg = format!(
@@ -198,7 +198,7 @@ fn keys(r: &Reader, n: &Node, allowed: &[&str], what: &str) -> Result<(), ParseE
     })
 }
 
-pub(crate) fn scheme(r: &Reader, n: &Node) -> Result<Damos, ParseError> {
+pub(crate) fn scheme(r: &Reader, n: &Node) -> Result<Damos, Error> {
     keys(r, n, SCHEME_KEYS, "scheme")?;
     let action = match n.get(&["action"]) {
         Some(a) => r.scalar(a, fields::action)?,
@@ -266,13 +266,7 @@ enum Unit {
     Kernel,
 }
 
-fn unit_key(
-    r: &Reader,
-    n: &Node,
-    key: &str,
-    good: &[&str],
-    bad: &[&str],
-) -> Result<Unit, ParseError> {
+fn unit_key(r: &Reader, n: &Node, key: &str, good: &[&str], bad: &[&str]) -> Result<Unit, Error> {
     let Some(v) = n.get(&[key]) else {
         return Ok(Unit::Time);
     };
@@ -295,7 +289,7 @@ fn unit_key(
     }
 }
 
-fn pattern(r: &Reader, n: &Node) -> Result<AccessPattern, ParseError> {
+fn pattern(r: &Reader, n: &Node) -> Result<AccessPattern, Error> {
     keys(r, n, PATTERN_KEYS, "access_pattern")?;
     let nr_unit = unit_key(
         r,
@@ -307,7 +301,7 @@ fn pattern(r: &Reader, n: &Node) -> Result<AccessPattern, ParseError> {
     let age_unit = unit_key(r, n, "age_unit", &["usec"], &["aggr_intervals"])?;
     // (min, max) nodes of each bound: {"sz_bytes": {"min", "max"}} or the
     // older flat "min_sz_bytes", "max_sz_bytes"
-    let pair = |nested: &str, flat: [&str; 2]| -> Result<[Option<&Node>; 2], ParseError> {
+    let pair = |nested: &str, flat: [&str; 2]| -> Result<[Option<&Node>; 2], Error> {
         match n.get(&[nested]) {
             Some(p) => match &p.v {
                 V::Arr(items) if items.len() == 2 => Ok([Some(&items[0]), Some(&items[1])]),
@@ -350,7 +344,7 @@ fn pattern(r: &Reader, n: &Node) -> Result<AccessPattern, ParseError> {
     Ok(p)
 }
 
-fn samples_error(r: &Reader, v: &Node) -> ParseError {
+fn samples_error(r: &Reader, v: &Node) -> Error {
     r.fail(
         v,
         Problem::new(
@@ -360,7 +354,7 @@ fn samples_error(r: &Reader, v: &Node) -> ParseError {
     )
 }
 
-fn aggr_error(r: &Reader, v: &Node) -> ParseError {
+fn aggr_error(r: &Reader, v: &Node) -> Error {
     r.fail(
         v,
         Problem::new(
@@ -372,7 +366,7 @@ fn aggr_error(r: &Reader, v: &Node) -> ParseError {
 
 /// `"5 %"`, `5` (percent unless the unit says samples), `"5 samples"`,
 /// `{"samples": 5, "percent": 10}`.
-fn nr_accesses(r: &Reader, v: &Node, side: Side, unit: Unit) -> Result<u32, ParseError> {
+fn nr_accesses(r: &Reader, v: &Node, side: Side, unit: Unit) -> Result<u32, Error> {
     if v.entries().is_some() {
         keys(r, v, &["samples", "percent"], "nr_accesses")?;
         return match v.get(&["percent"]).filter(|p| !matches!(p.v, V::Null)) {
@@ -390,7 +384,7 @@ fn nr_accesses(r: &Reader, v: &Node, side: Side, unit: Unit) -> Result<u32, Pars
 
 /// `"2 m 30 s"`, `120000000` (microseconds unless the unit says
 /// aggr_intervals), `"5 aggr_intervals"`, `{"usec": .., "aggr_intervals": ..}`.
-fn age_value(r: &Reader, v: &Node, side: Side, unit: Unit) -> Result<u64, ParseError> {
+fn age_value(r: &Reader, v: &Node, side: Side, unit: Unit) -> Result<u64, Error> {
     if v.entries().is_some() {
         keys(r, v, &["usec", "aggr_intervals"], "age")?;
         return match v.get(&["usec"]).filter(|p| !matches!(p.v, V::Null)) {
@@ -406,7 +400,7 @@ fn age_value(r: &Reader, v: &Node, side: Side, unit: Unit) -> Result<u64, ParseE
     r.scalar(v, |t| fields::time(t, Some(side), "age", TimeUnit::Us))
 }
 
-fn quotas(r: &Reader, n: &Node) -> Result<Quota, ParseError> {
+fn quotas(r: &Reader, n: &Node) -> Result<Quota, Error> {
     keys(r, n, QUOTA_KEYS, "quotas")?;
     let mut q = Quota::default();
     if let Some(v) = n.get(&["time_ms"]) {
@@ -421,7 +415,7 @@ fn quotas(r: &Reader, n: &Node) -> Result<Quota, ParseError> {
     }
     if let Some(w) = n.get(&["weights"]) {
         keys(r, w, WEIGHT_KEYS, "weights")?;
-        let weight = |k: &str| -> Result<u32, ParseError> {
+        let weight = |k: &str| -> Result<u32, Error> {
             match w.get(&[k]) {
                 Some(v) => r
                     .scalar(v, |t| fields::ratio(t, "weight", 1000, u64::from(u32::MAX)))
@@ -448,7 +442,7 @@ fn quotas(r: &Reader, n: &Node) -> Result<Quota, ParseError> {
     Ok(q)
 }
 
-fn goal(r: &Reader, n: &Node) -> Result<QuotaGoal, ParseError> {
+fn goal(r: &Reader, n: &Node) -> Result<QuotaGoal, Error> {
     keys(r, n, GOAL_KEYS, "goal")?;
     // damo's first goals were user feedback named target_value_bp
     let (metric, target_keys, current_keys): (GoalMetric, &[&str], &[&str]) =
@@ -502,7 +496,7 @@ fn damo_goal_metric(t: &str) -> Result<GoalMetric, Problem> {
     })
 }
 
-fn watermarks(r: &Reader, n: &Node) -> Result<Watermarks, ParseError> {
+fn watermarks(r: &Reader, n: &Node) -> Result<Watermarks, Error> {
     keys(r, n, WMARK_KEYS, "watermarks")?;
     let mut w = Watermarks::default();
     if let Some(m) = n.get(&["metric"]) {
@@ -522,7 +516,7 @@ fn watermarks(r: &Reader, n: &Node) -> Result<Watermarks, ParseError> {
     Ok(w)
 }
 
-fn filter(r: &Reader, n: &Node) -> Result<Filter, ParseError> {
+fn filter(r: &Reader, n: &Node) -> Result<Filter, Error> {
     keys(r, n, FILTER_KEYS, "filter")?;
     let ty = r.require(n, &["filter_type", "type"], "filter")?;
     let kind = r.scalar(ty, st::filter_type)?;

@@ -12,7 +12,7 @@
 /// `schemes prcl.txt line 3, column 17: bad size "4Q" (expected a size like 4K, 2M, 2MB, min or max)`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("schemes {origin}{}: {msg}{}", position(.line, .column), expected_suffix(.expected))]
-pub struct ParseError {
+pub struct Error {
     pub origin: String,
     pub line: usize,
     pub column: usize,
@@ -21,7 +21,7 @@ pub struct ParseError {
     pub msg: String,
 }
 
-impl ParseError {
+impl Error {
     /// A scheme file is the user's input: always bad input (also when it
     /// cannot be read: the path given is wrong).
     pub fn kind(&self) -> udamon_core::ErrorKind {
@@ -83,7 +83,7 @@ impl<'a> Src<'a> {
         token: impl Into<String>,
         msg: impl Into<String>,
         expected: impl Into<String>,
-    ) -> ParseError {
+    ) -> Error {
         let (line, column) = self.line_col(pos);
         self.err_at(line, column, token, msg, expected)
     }
@@ -95,8 +95,8 @@ impl<'a> Src<'a> {
         token: impl Into<String>,
         msg: impl Into<String>,
         expected: impl Into<String>,
-    ) -> ParseError {
-        ParseError {
+    ) -> Error {
+        Error {
             origin: self.origin.to_string(),
             line,
             column,
@@ -125,7 +125,7 @@ mod tests {
 
     #[test]
     fn display_shape() {
-        let e = ParseError {
+        let e = Error {
             origin: "prcl.txt".into(),
             line: 3,
             column: 17,
@@ -137,7 +137,7 @@ mod tests {
             e.to_string(),
             "schemes prcl.txt line 3, column 17: bad size \"4Q\" (expected a size like 4K, 2M, 2MB, min or max)"
         );
-        let e = ParseError {
+        let e = Error {
             line: 0,
             column: 0,
             expected: String::new(),

@@ -5,7 +5,7 @@
 //! model ([`Damos`], [`AccessPattern`](udamon_core::schemes::AccessPattern),
 //! quotas, watermarks, filters) comes from `udamon-core`, which applies the
 //! schemes; the `udamon` binary calls [`parse_file`] for `--schemes FILE`,
-//! prints [`ParseError`]s as they are (one line, exit code 2) and shows
+//! prints [`Error`]s as they are (one line, exit code 2) and shows
 //! [`describe`] lines and [`to_toml`] output to the user.
 //!
 //! Three ways to write schemes are read:
@@ -43,7 +43,7 @@
 //!     err.to_string(),
 //!     r#"schemes prcl.txt line 1, column 1: bad size "4Q" (expected a size like 4K, 2M, 2MB, min or max)"#
 //! );
-//! # Ok::<(), udamon_scheme_file::ParseError>(())
+//! # Ok::<(), udamon_scheme_file::Error>(())
 //! ```
 
 use std::path::Path;
@@ -60,7 +60,7 @@ mod text;
 mod tree;
 mod units;
 
-pub use error::ParseError;
+pub use error::Error;
 
 /// The ways a scheme file can be written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,7 +75,7 @@ pub enum Format {
 
 /// Parses schemes written in `format`, or in the format [`detect`]ed.
 /// `origin` names the source in errors (a file name, `--schemes`).
-pub fn parse(src: &str, origin: &str, format: Option<Format>) -> Result<Vec<Damos>, ParseError> {
+pub fn parse(src: &str, origin: &str, format: Option<Format>) -> Result<Vec<Damos>, Error> {
     let src = src.strip_prefix('\u{feff}').unwrap_or(src);
     let s = error::Src::new(src, origin);
     match format.unwrap_or_else(|| detect(src)) {
@@ -86,11 +86,11 @@ pub fn parse(src: &str, origin: &str, format: Option<Format>) -> Result<Vec<Damo
 }
 
 /// Reads and parses a file: `.json` and `.toml` by their extension, any
-/// other by [`detect`]. A file that cannot be read is a [`ParseError`] at
+/// other by [`detect`]. A file that cannot be read is a [`Error`] at
 /// line 0.
-pub fn parse_file(path: &Path) -> Result<Vec<Damos>, ParseError> {
+pub fn parse_file(path: &Path) -> Result<Vec<Damos>, Error> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ParseError {
+    let text = std::fs::read_to_string(path).map_err(|e| Error {
         origin: origin.clone(),
         line: 0,
         column: 0,

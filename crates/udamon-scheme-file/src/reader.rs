@@ -9,7 +9,7 @@ use udamon_core::schemes::{
 };
 use udamon_core::units::fmt_size;
 
-use crate::error::{quote, ParseError, Src};
+use crate::error::{quote, Error, Src};
 use crate::fields::{self, Problem, TimeUnit};
 use crate::tree::{Node, V};
 use crate::units::Side;
@@ -25,7 +25,7 @@ pub(crate) struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    pub fn fail(&self, n: &Node, p: Problem) -> ParseError {
+    pub fn fail(&self, n: &Node, p: Problem) -> Error {
         self.src.err(n.pos, n.token(), p.msg, p.expected)
     }
 
@@ -35,13 +35,13 @@ impl<'a> Reader<'a> {
         &self,
         n: &Node,
         parse: impl FnOnce(&str) -> Result<T, Problem>,
-    ) -> Result<T, ParseError> {
+    ) -> Result<T, Error> {
         let text = n.scalar_text().unwrap_or_else(|| n.token());
         parse(&text).map_err(|p| self.fail(n, p))
     }
 
     /// Fails on the first key of `n` not in `allowed`. `n` must be a table.
-    pub fn keys(&self, n: &Node, allowed: &[&str], what: &str) -> Result<(), ParseError> {
+    pub fn keys(&self, n: &Node, allowed: &[&str], what: &str) -> Result<(), Error> {
         let Some(entries) = n.entries() else {
             return Err(self.fail(
                 n,
@@ -69,7 +69,7 @@ impl<'a> Reader<'a> {
         parent: &'n Node,
         keys: &[&str],
         what: &str,
-    ) -> Result<&'n Node, ParseError> {
+    ) -> Result<&'n Node, Error> {
         parent.get(keys).ok_or_else(|| {
             self.src.err(
                 parent.pos,
@@ -80,7 +80,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    pub fn array<'n>(&self, n: &'n Node, what: &str) -> Result<&'n [Node], ParseError> {
+    pub fn array<'n>(&self, n: &'n Node, what: &str) -> Result<&'n [Node], Error> {
         match &n.v {
             V::Arr(items) => Ok(items),
             _ => Err(self.fail(
@@ -91,7 +91,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `true`/`false`, and damo's `yes`/`no`/`y`/`n` as strings.
-    pub fn boolean(&self, n: &Node, what: &str) -> Result<bool, ParseError> {
+    pub fn boolean(&self, n: &Node, what: &str) -> Result<bool, Error> {
         let word = match &n.v {
             V::Bool(b) => return Ok(*b),
             V::Str(s) => s.to_ascii_lowercase(),
@@ -115,7 +115,7 @@ impl<'a> Reader<'a> {
         n: &'n Node,
         what: &str,
         parse: impl Fn(&str, Side) -> Result<T, Problem>,
-    ) -> Result<(T, T, &'n Node), ParseError> {
+    ) -> Result<(T, T, &'n Node), Error> {
         let (lo, hi) = match &n.v {
             V::Arr(items) if items.len() == 2 => (Some(&items[0]), Some(&items[1])),
             V::Obj(_) => {
@@ -148,7 +148,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A NUMA node id; JSON `null` is none.
-    pub fn nid(&self, n: &Node) -> Result<Option<u32>, ParseError> {
+    pub fn nid(&self, n: &Node) -> Result<Option<u32>, Error> {
         if matches!(n.v, V::Null) {
             return Ok(None);
         }
@@ -163,7 +163,7 @@ impl<'a> Reader<'a> {
         parent: &Node,
         w: &mut Watermarks,
         nodes: [Option<&Node>; 3],
-    ) -> Result<(), ParseError> {
+    ) -> Result<(), Error> {
         let names = ["high watermark", "mid watermark", "low watermark"];
         let mut vals = [0u32; 3];
         for i in 0..3 {
@@ -191,7 +191,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    pub fn addr_range(&self, start: &Node, end: &Node) -> Result<FilterKind, ParseError> {
+    pub fn addr_range(&self, start: &Node, end: &Node) -> Result<FilterKind, Error> {
         let addr =
             |n: &Node, side| self.scalar(n, |t| fields::size_with(t, Some(side), "address", false));
         let (s, e) = (addr(start, Side::Lower)?, addr(end, Side::Upper)?);
@@ -207,7 +207,7 @@ impl<'a> Reader<'a> {
         parent: &Node,
         lo: Option<&Node>,
         hi: Option<&Node>,
-    ) -> Result<FilterKind, ParseError> {
+    ) -> Result<FilterKind, Error> {
         let size = |n: Option<&Node>, side| match n {
             Some(n) => self.scalar(n, |t| fields::size(t, Some(side), "hugepage size")),
             None => Ok(if side == Side::Lower { 0 } else { u64::MAX }),
@@ -227,7 +227,7 @@ impl<'a> Reader<'a> {
         Ok(FilterKind::HugepageSize { min, max })
     }
 
-    pub fn memcg_path(&self, n: &Node) -> Result<String, ParseError> {
+    pub fn memcg_path(&self, n: &Node) -> Result<String, Error> {
         match &n.v {
             V::Str(s) if !s.is_empty() => Ok(s.clone()),
             _ => Err(self.fail(

@@ -8,7 +8,7 @@ use udamon_core::schemes::{
 };
 
 use crate::damo;
-use crate::error::ParseError;
+use crate::error::Error;
 use crate::fields::{self, Problem, TimeUnit};
 use crate::reader::{
     filter_type, goal_metric, goal_tuner, goal_value, simple_filter, wmark_metric, Reader,
@@ -45,7 +45,7 @@ const GOAL_KEYS: &[&str] = &[
 const WMARK_KEYS: &[&str] = &["metric", "interval", "high", "mid", "low"];
 
 impl<'a> Reader<'a> {
-    pub fn schemes(&self, root: &Node) -> Result<Vec<Damos>, ParseError> {
+    pub fn schemes(&self, root: &Node) -> Result<Vec<Damos>, Error> {
         match &root.v {
             V::Arr(items) => items.iter().map(|s| self.any_scheme(s)).collect(),
             V::Obj(_) if damo::is_damo_document(root) => damo::document(self, root),
@@ -70,7 +70,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn any_scheme(&self, n: &Node) -> Result<Damos, ParseError> {
+    fn any_scheme(&self, n: &Node) -> Result<Damos, Error> {
         if damo::looks_like_damo(n) {
             damo::scheme(self, n)
         } else {
@@ -78,7 +78,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn scheme(&self, n: &Node) -> Result<Damos, ParseError> {
+    fn scheme(&self, n: &Node) -> Result<Damos, Error> {
         self.keys(n, SCHEME_KEYS, "scheme")?;
         let action = self.scalar(self.require(n, &["action"], "scheme")?, fields::action)?;
         let pattern = match n.get(&["access_pattern"]) {
@@ -109,7 +109,7 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn pattern(&self, n: &Node) -> Result<AccessPattern, ParseError> {
+    fn pattern(&self, n: &Node) -> Result<AccessPattern, Error> {
         self.keys(n, PATTERN_KEYS, "access_pattern")?;
         let mut p = AccessPattern::default();
         let mut max_nodes = [n; 3];
@@ -134,7 +134,7 @@ impl<'a> Reader<'a> {
         Ok(p)
     }
 
-    fn quota(&self, n: &Node) -> Result<Quota, ParseError> {
+    fn quota(&self, n: &Node) -> Result<Quota, Error> {
         self.keys(n, QUOTA_KEYS, "quota")?;
         let mut q = Quota::default();
         if let Some(v) = n.get(&["time"]) {
@@ -149,7 +149,7 @@ impl<'a> Reader<'a> {
         }
         if let Some(w) = n.get(&["weights"]) {
             self.keys(w, WEIGHT_KEYS, "weights")?;
-            let weight = |k: &str| -> Result<u32, ParseError> {
+            let weight = |k: &str| -> Result<u32, Error> {
                 match w.get(&[k]) {
                     Some(v) => self
                         .scalar(v, |t| fields::uint(t, "weight", u64::from(u32::MAX)))
@@ -176,7 +176,7 @@ impl<'a> Reader<'a> {
         Ok(q)
     }
 
-    fn goal(&self, n: &Node) -> Result<QuotaGoal, ParseError> {
+    fn goal(&self, n: &Node) -> Result<QuotaGoal, Error> {
         self.keys(n, GOAL_KEYS, "goal")?;
         let metric = self.scalar(self.require(n, &["metric"], "goal")?, goal_metric)?;
         let target = self.require(n, &["target", "target_value"], "goal")?;
@@ -197,7 +197,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn watermarks(&self, n: &Node) -> Result<Watermarks, ParseError> {
+    fn watermarks(&self, n: &Node) -> Result<Watermarks, Error> {
         self.keys(n, WMARK_KEYS, "watermarks")?;
         let mut w = Watermarks::default();
         if let Some(m) = n.get(&["metric"]) {
@@ -213,7 +213,7 @@ impl<'a> Reader<'a> {
         Ok(w)
     }
 
-    fn filter(&self, n: &Node) -> Result<Filter, ParseError> {
+    fn filter(&self, n: &Node) -> Result<Filter, Error> {
         self.keys(
             n,
             &[

@@ -12,7 +12,7 @@
 
 use udamon_core::schemes::{AccessPattern, Damos};
 
-use crate::error::{quote, ParseError, Src};
+use crate::error::{quote, Error, Src};
 use crate::fields::{self, Problem, TimeUnit};
 use crate::units::{self, Side};
 
@@ -26,7 +26,7 @@ struct Token<'a> {
     text: &'a str,
 }
 
-pub(crate) fn parse(src: &Src) -> Result<Vec<Damos>, ParseError> {
+pub(crate) fn parse(src: &Src) -> Result<Vec<Damos>, Error> {
     let mut schemes = Vec::new();
     let mut line_start = 0;
     for line in src.text.split_inclusive('\n') {
@@ -91,7 +91,7 @@ fn tokens<'a>(src: &Src<'a>, line_start: usize, content: &'a str) -> Vec<Token<'
     merged
 }
 
-fn parse_line(src: &Src, line_start: usize, line: &str) -> Result<Option<Damos>, ParseError> {
+fn parse_line(src: &Src, line_start: usize, line: &str) -> Result<Option<Damos>, Error> {
     let content = line.split('#').next().unwrap_or("");
     let toks = tokens(src, line_start, content);
     let fail = |t: Token, p: Problem| src.err(t.pos, t.text, p.msg, p.expected);

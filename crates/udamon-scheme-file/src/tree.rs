@@ -3,7 +3,7 @@
 //! syntax, then a small reader here records positions), so the structured
 //! readers can point at the exact value they reject in either format.
 
-use crate::error::{ParseError, Src};
+use crate::error::{Error, Src};
 
 #[derive(Clone, Debug)]
 pub(crate) struct Node {
@@ -73,7 +73,7 @@ impl Node {
     }
 }
 
-pub(crate) fn from_toml(src: &Src) -> Result<Node, ParseError> {
+pub(crate) fn from_toml(src: &Src) -> Result<Node, Error> {
     match toml::de::DeTable::parse(src.text) {
         Ok(t) => {
             let pos = t.span().start;
@@ -127,7 +127,7 @@ fn toml_node(v: &toml::Spanned<toml::de::DeValue>) -> Node {
     }
 }
 
-pub(crate) fn from_json(src: &Src) -> Result<Node, ParseError> {
+pub(crate) fn from_json(src: &Src) -> Result<Node, Error> {
     if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(src.text) {
         let full = e.to_string();
         let msg = match full.rfind(" at line ") {

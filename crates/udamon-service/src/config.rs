@@ -110,6 +110,13 @@ pub struct ConfigError {
     pub msg: String,
 }
 
+impl ConfigError {
+    /// A config is the user's input: always bad input.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        udamon_core::ErrorKind::Usage
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {

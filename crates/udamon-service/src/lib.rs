@@ -11,10 +11,10 @@ pub mod job;
 pub mod log;
 pub mod metrics;
 pub mod presets;
-pub mod records;
+pub(crate) mod records;
 pub mod service;
 pub mod status;
-pub mod trust;
+pub(crate) mod trust;
 
 pub use config::{ConfigError, Plan};
-pub use service::{check, ctl_request, run, Check, Options, ServiceError, Verdict};
+pub use service::{check, ctl_request, run, Check, Error, Options, Verdict};

@@ -74,11 +74,6 @@ impl RecordDir {
         })
     }
 
-    /// The directory as configured.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Creates a new record file `JOB-ID-UNIXTIME.udr` (or `.N.udr` when
     /// that name is taken), mode 0600, never opening an existing name.
     pub fn create(&self, job: &str, id: u64, unix_s: u64) -> Result<(PathBuf, File), String> {

@@ -29,26 +29,27 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Why the service could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum ServiceError {
+pub enum Error {
     /// The config, or a file it names, is refused (the user's to fix).
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// A job needs what this machine lacks (and is not optional).
     #[error("{0}")]
     Capability(String),
-    /// The endpoint, the socket or a record directory could not be set up.
+    /// The endpoint, the socket or a record directory could not be set
+    /// up, or (`ctl_request`) the service's socket could not be reached.
     #[error("{0}")]
     Setup(String),
 }
 
-impl ServiceError {
+impl Error {
     /// A refused config is bad input, a missing capability is one, and a
     /// setup that failed is a runtime failure.
     pub fn kind(&self) -> udamon_core::ErrorKind {
         match self {
-            ServiceError::Config(_) => udamon_core::ErrorKind::Usage,
-            ServiceError::Capability(_) => udamon_core::ErrorKind::Capability,
-            ServiceError::Setup(_) => udamon_core::ErrorKind::Failure,
+            Error::Config(_) => udamon_core::ErrorKind::Usage,
+            Error::Capability(_) => udamon_core::ErrorKind::Capability,
+            Error::Setup(_) => udamon_core::ErrorKind::Failure,
         }
     }
 }
@@ -65,7 +66,7 @@ pub struct Options {
 
 /// Refuses, when running as root, a file of the plan that another user
 /// could have written.
-fn check_trust(plan: &Plan, opts: &Options) -> Result<(), ServiceError> {
+fn check_trust(plan: &Plan, opts: &Options) -> Result<(), Error> {
     if opts.allow_insecure_files || !crate::trust::running_as_root() {
         return Ok(());
     }
@@ -79,7 +80,7 @@ fn check_trust(plan: &Plan, opts: &Options) -> Result<(), ServiceError> {
 }
 
 /// Reads the config and checks its files' trust.
-fn load(config: &Path, opts: &Options) -> Result<Plan, ServiceError> {
+fn load(config: &Path, opts: &Options) -> Result<Plan, Error> {
     let plan = Plan::load_on(config, &opts.root)?;
     check_trust(&plan, opts)?;
     Ok(plan)
@@ -179,7 +180,7 @@ impl Check {
 /// Validates the config and says what each job would do on this machine,
 /// and whether the endpoint, the socket and the record directories can be
 /// set up (each tried and released), changing nothing.
-pub fn check(path: &Path, opts: &Options) -> Result<Check, ServiceError> {
+pub fn check(path: &Path, opts: &Options) -> Result<Check, Error> {
     let plan = load(path, opts)?;
     Ok(check_plan(&plan, opts))
 }
@@ -223,7 +224,7 @@ fn check_plan(plan: &Plan, opts: &Options) -> Check {
             let mut result = udamon_session::plan(&spec, &features);
             if let Ok(("kdamond", _)) = &result {
                 if kdamond_taken {
-                    result = Err(udamon_session::SessionError::Capability(
+                    result = Err(udamon_session::Error::Capability(
                         "kernel DAMON would already be held by an earlier job (udamon drives \
                          one kdamond): give this job ops = \"idle\""
                             .into(),
@@ -232,7 +233,7 @@ fn check_plan(plan: &Plan, opts: &Options) -> Check {
                 kdamond_taken = true;
             }
             let missing_capability =
-                matches!(&result, Err(udamon_session::SessionError::Capability(_)));
+                matches!(&result, Err(udamon_session::Error::Capability(_)));
             let (path, because) = match result {
                 // A process set whose processes have not appeared yet
                 // waits for them: no error, but said.
@@ -371,7 +372,7 @@ fn notify(state: &[NotifyState]) {
 }
 
 /// Runs the service until SIGTERM or SIGINT (or `stop` turning true).
-pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), ServiceError> {
+pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), Error> {
     // Signals first: a stop asked for during the start is kept, not fatal.
     let (tx, rx) = channel::<Request>();
     start_signals(tx.clone(), opts.root.clone())?;
@@ -381,7 +382,7 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
     // Endpoint and socket next: a port in use fails the start, not later.
     let http = match plan.listen {
         Some(addr) => Some(crate::http::Endpoint::start(addr, &env).map_err(|e| {
-            ServiceError::Setup(format!(
+            Error::Setup(format!(
                 "cannot serve metrics on {addr}: {e} (another program may use the port: change \
                  listen)"
             ))
@@ -424,21 +425,21 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), S
 
 /// Loads the config and checks it as `--check` does; a job this machine
 /// cannot run is dropped (logged) when optional.
-fn load_checked(config: &Path, opts: &Options) -> Result<Plan, ServiceError> {
+fn load_checked(config: &Path, opts: &Options) -> Result<Plan, Error> {
     let mut plan = load(config, opts)?;
     // Everything --check checks, before anything starts: a job this
     // machine cannot run stops the start (exit 3) unless it is optional.
     let checked = check_plan(&plan, opts);
     match checked.verdict() {
         Verdict::Ok => {}
-        Verdict::Capability => return Err(ServiceError::Capability(checked.reasons())),
+        Verdict::Capability => return Err(Error::Capability(checked.reasons())),
         Verdict::Usage => {
-            return Err(ServiceError::Config(ConfigError {
+            return Err(Error::Config(ConfigError {
                 file: config.display().to_string(),
                 msg: checked.reasons(),
             }))
         }
-        Verdict::Setup => return Err(ServiceError::Setup(checked.reasons())),
+        Verdict::Setup => return Err(Error::Setup(checked.reasons())),
     }
     for j in checked.jobs.iter().filter(|j| j.optional) {
         if let Err(e) = &j.path {
@@ -703,18 +704,16 @@ fn socket_ready(path: &Path) -> Result<(), String> {
     }
 }
 
-fn start_ctl(path: &Path, env: &Env, tx: Sender<Request>) -> Result<CtlSocket, ServiceError> {
+fn start_ctl(path: &Path, env: &Env, tx: Sender<Request>) -> Result<CtlSocket, Error> {
     use std::os::unix::fs::MetadataExt;
-    socket_ready(path).map_err(ServiceError::Setup)?;
+    socket_ready(path).map_err(Error::Setup)?;
     if let Some(dir) = path.parent() {
         if !dir.exists() {
             // Only the unit's own directory (socket_ready said so).
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(dir)
-                .map_err(|e| {
-                    ServiceError::Setup(format!("cannot create {}: {e}", dir.display()))
-                })?;
+                .map_err(|e| Error::Setup(format!("cannot create {}: {e}", dir.display())))?;
         }
     }
     // A stale socket of a service that died (socket_ready checked that it
@@ -729,10 +728,10 @@ fn start_ctl(path: &Path, env: &Env, tx: Sender<Request>) -> Result<CtlSocket, S
     let bound = UnixListener::bind(path);
     // SAFETY: as above.
     unsafe { libc::umask(old) };
-    let listener = bound
-        .map_err(|e| ServiceError::Setup(format!("cannot listen on {}: {e}", path.display())))?;
+    let listener =
+        bound.map_err(|e| Error::Setup(format!("cannot listen on {}: {e}", path.display())))?;
     let meta = std::fs::symlink_metadata(path)
-        .map_err(|e| ServiceError::Setup(format!("{}: {e}", path.display())))?;
+        .map_err(|e| Error::Setup(format!("{}: {e}", path.display())))?;
     let socket = CtlSocket {
         path: path.to_path_buf(),
         id: (meta.dev(), meta.ino()),
@@ -745,7 +744,7 @@ fn start_ctl(path: &Path, env: &Env, tx: Sender<Request>) -> Result<CtlSocket, S
                 let _ = answer(conn, &env, &tx);
             }
         })
-        .map_err(|e| ServiceError::Setup(format!("cannot start the control thread: {e}")))?;
+        .map_err(|e| Error::Setup(format!("cannot start the control thread: {e}")))?;
     Ok(socket)
 }
 
@@ -776,10 +775,10 @@ fn answer(conn: UnixStream, env: &Env, tx: &Sender<Request>) -> std::io::Result<
     writeln!(w, "{reply}")
 }
 
-fn start_signals(tx: Sender<Request>, root: PathBuf) -> Result<(), ServiceError> {
+fn start_signals(tx: Sender<Request>, root: PathBuf) -> Result<(), Error> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM])
-        .map_err(|e| ServiceError::Setup(format!("cannot catch signals: {e}")))?;
+        .map_err(|e| Error::Setup(format!("cannot catch signals: {e}")))?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -805,7 +804,7 @@ fn start_signals(tx: Sender<Request>, root: PathBuf) -> Result<(), ServiceError>
                 }
             }
         })
-        .map_err(|e| ServiceError::Setup(format!("cannot start the signal thread: {e}")))?;
+        .map_err(|e| Error::Setup(format!("cannot start the signal thread: {e}")))?;
     Ok(())
 }
 
@@ -841,21 +840,23 @@ fn force_cleanup(root: &Path) {
 }
 
 /// Sends one request to a running service and returns its JSON answer.
-pub fn ctl_request(socket: &Path, request: &str) -> Result<serde_json::Value, String> {
+pub fn ctl_request(socket: &Path, request: &str) -> Result<serde_json::Value, Error> {
     let conn = UnixStream::connect(socket).map_err(|e| {
-        format!(
+        Error::Setup(format!(
             "cannot reach the udamon service at {}: {e} (is `udamon run` running? give its \
              socket with --socket)",
             socket.display()
-        )
+        ))
     })?;
     conn.set_read_timeout(Some(Duration::from_secs(90)))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Error::Setup(e.to_string()))?;
     let mut w = &conn;
-    writeln!(w, "{request}").map_err(|e| format!("writing to {}: {e}", socket.display()))?;
+    writeln!(w, "{request}")
+        .map_err(|e| Error::Setup(format!("writing to {}: {e}", socket.display())))?;
     let mut line = String::new();
     BufReader::new(&conn)
         .read_line(&mut line)
-        .map_err(|e| format!("reading from {}: {e}", socket.display()))?;
-    serde_json::from_str(&line).map_err(|e| format!("the service's answer is not JSON: {e}"))
+        .map_err(|e| Error::Setup(format!("reading from {}: {e}", socket.display())))?;
+    serde_json::from_str(&line)
+        .map_err(|e| Error::Setup(format!("the service's answer is not JSON: {e}")))
 }

@@ -57,7 +57,7 @@ impl std::fmt::Debug for Warner {
 
 /// Why a session could not start or go on.
 #[derive(Debug, thiserror::Error)]
-pub enum SessionError {
+pub enum Error {
     /// What was asked is wrong (no such process, bad attributes, a path
     /// that cannot watch this target): the user's to fix.
     #[error("{0}")]
@@ -73,9 +73,20 @@ pub enum SessionError {
     Record(#[from] udamon_record::Error),
 }
 
-impl SessionError {
+impl Error {
+    /// Usage and capability errors say so; a record error says its own
+    /// kind; the rest failed while running.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        match self {
+            Error::Usage(_) => udamon_core::ErrorKind::Usage,
+            Error::Capability(_) => udamon_core::ErrorKind::Capability,
+            Error::Failed(_) => udamon_core::ErrorKind::Failure,
+            Error::Record(e) => e.kind(),
+        }
+    }
+
     fn failed(what: &str, e: impl std::fmt::Display) -> Self {
-        SessionError::Failed(format!("{what}: {e}"))
+        Error::Failed(format!("{what}: {e}"))
     }
 }
 

@@ -18,7 +18,7 @@ use udamon_core::{Attrs, Engine, Mode, Monitor, Operations, Snapshot, Target};
 use udamon_kdamon::trace::{parse_aggregated, Assembler, TraceSession};
 use udamon_kdamon::{KTarget, KdamonConfig, KdamonDriver, OpsKind};
 use udamon_proc::{
-    proc_field, system_ram, unsupported_reason, AccessMode, Paced, PaddrOps, ProcError, ProcOps,
+    proc_field, system_ram, unsupported_reason, AccessMode, Paced, PaddrOps, ProcOps,
 };
 use udamon_record::{Header, SimInfo, TargetInfo};
 use udamon_sim::{MonitorKind, SimOps};
@@ -26,9 +26,9 @@ use udamon_sim::{MonitorKind, SimOps};
 use crate::features::{probe, Features};
 use crate::schemes::{scheme_reports, SchemeReport};
 use crate::sim;
-use crate::SessionError;
+use crate::Error;
 
-type Result<T> = std::result::Result<T, SessionError>;
+type Result<T> = std::result::Result<T, Error>;
 
 /// How a live process is monitored.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -163,7 +163,7 @@ enum LiveOps {
 }
 
 impl LiveOps {
-    fn take_error(&mut self) -> Option<ProcError> {
+    fn take_error(&mut self) -> Option<udamon_proc::Error> {
         match self {
             LiveOps::Proc(o) => o.take_error(),
             LiveOps::Phys(o) => o.take_error(),
@@ -329,14 +329,14 @@ pub fn choose(
 ) -> Result<(OpsChoice, String)> {
     let enhanced = mode == Mode::Enhanced;
     if enhanced && asked == OpsChoice::Kdamond {
-        return Err(SessionError::Usage(
+        return Err(Error::Usage(
             "--mode enhanced runs udamon's own engine, and kernel DAMON (--ops kdamond) adapts \
              its regions itself: give --ops idle or --ops softdirty (or auto), or --mode kernel"
                 .into(),
         ));
     }
     if phys && asked == OpsChoice::Softdirty {
-        return Err(SessionError::Usage(
+        return Err(Error::Usage(
             "--ops softdirty watches processes (soft-dirty bits live in page tables); \
              --paddr needs --ops kdamond or --ops idle"
                 .into(),
@@ -345,7 +345,7 @@ pub fn choose(
     if asked != OpsChoice::Auto {
         return match path_blocker(f, asked, phys) {
             None => Ok((asked, "asked for with --ops".into())),
-            Some(why) => Err(SessionError::Capability(format!(
+            Some(why) => Err(Error::Capability(format!(
                 "--ops {} is not available on this machine (kernel {}): {why}",
                 asked.name(),
                 f.kernel
@@ -376,7 +376,7 @@ pub fn choose(
             Some(w) => why_not.push(format!("{} ({w})", o.name())),
         }
     }
-    Err(SessionError::Capability(format!(
+    Err(Error::Capability(format!(
         "cannot monitor {} on this machine (kernel {}): no access-check primitive \
          is available. {}. Run `udamon features` for details; the simulator (--sim SPEC) \
          works everywhere",
@@ -403,14 +403,14 @@ pub fn choose(
 fn check_target(root: &Path, pid: u32) -> Result<()> {
     let dir = root.join(format!("proc/{pid}"));
     if !dir.exists() {
-        return Err(SessionError::Usage(format!(
+        return Err(Error::Usage(format!(
             "process {pid} does not exist ({} is missing); give the pid of a running process",
             dir.display()
         )));
     }
     let pm = dir.join("pagemap");
     if let Err(e) = std::fs::File::open(&pm) {
-        return Err(SessionError::Capability(format!(
+        return Err(Error::Capability(format!(
             "cannot monitor process {pid}: opening {} failed: {e}; reading another process's \
              memory needs the right to ptrace it (same user and kernel.yama.ptrace_scope \
              allowing it, or CAP_SYS_PTRACE; run as root)",
@@ -603,7 +603,7 @@ fn check_schemes(
             .enumerate()
             .find(|(_, s)| s.action != Action::Stat)
         {
-            return Err(SessionError::Capability(format!(
+            return Err(Error::Capability(format!(
                 "--ops auto would act with softdirty ({because}), which sees writes only: \
                  memory that is only read would look idle to scheme {i} ({}). Free a path \
                  that sees reads, or give --ops softdirty to accept write-only monitoring",
@@ -625,7 +625,7 @@ fn check_schemes(
                 unsupported_reason(s)
             };
             if let Some(why) = why {
-                return Err(SessionError::Capability(format!("scheme {i}: {why}")));
+                return Err(Error::Capability(format!("scheme {i}: {why}")));
             }
         }
     }
@@ -642,6 +642,149 @@ pub fn plan(spec: &Spec, features: &Features) -> Result<(&'static str, String)> 
     let (ops, because) = choose(features, spec.ops, phys, spec.attrs.mode)?;
     check_schemes(&spec.schemes, spec.ops, ops, &because, phys)?;
     Ok((ops.name(), because))
+}
+
+/// Kernel DAMON on `pid` (0: physical memory, or NUMA `node`'s): the
+/// kdamond started, its tracepoint opened first; with where its snapshots
+/// come from.
+fn start_kernel(spec: &Spec, pid: u32, node: Option<u32>) -> Result<(Live, String)> {
+    let root = spec.root.as_path();
+    let phys = pid == 0;
+    let ram = || {
+        match node {
+            Some(n) => udamon_proc::node_ram(root, n),
+            None => system_ram(root),
+        }
+        .map_err(|e| Error::Capability(e.to_string()))
+    };
+    let mut source = "tracefs damon:damon_aggregated".to_string();
+    let target = if phys {
+        KTarget {
+            pid: None,
+            regions: ram()?,
+        }
+    } else {
+        KTarget {
+            pid: Some(pid),
+            regions: Vec::new(),
+        }
+    };
+    if spec.dry_run {
+        spec.warn.warn(
+            "kernel DAMON has no dry run: the schemes run as stat, which counts \
+             what they try but not what they would apply",
+        );
+    }
+    let mut config = KdamonConfig {
+        ops: if phys { OpsKind::Paddr } else { OpsKind::Vaddr },
+        targets: vec![target.clone()],
+        attrs: spec.attrs,
+        schemes: kernel_schemes(&spec.schemes, spec.dry_run),
+        snapshots: true,
+    };
+    // The tracepoint first, so no aggregation is missed.
+    let trace = match TraceSession::open(root) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            source = format!("tried-regions snapshots (no tracefs: {e})");
+            None
+        }
+    };
+    config.snapshots = trace.is_none();
+    let mut d = KdamonDriver::new(root.to_path_buf(), config);
+    d.claim_as(udamon_proc::start_time(Path::new("/"), std::process::id()));
+    d.start().map_err(|e| {
+        // A module enabled since the probe (the kernel then says
+        // EBUSY): name it and the way out.
+        let also: String = modules_holding_damon(&probe(root))
+            .map(|m| format!("; {m}"))
+            .collect();
+        Error::Capability(format!("cannot start kernel DAMON: {e}{also}"))
+    })?;
+    let mut asm = Assembler::new(1, spec.attrs.sample_us, spec.attrs.aggr_us);
+    // Events of other kdamonds (a DAMON module's) are not ours.
+    let kpid = kdamond_pid(root);
+    asm.only_from(kpid);
+    let live = Live::Kernel(Box::new(Kernel {
+        driver: d,
+        trace: trace.map(|t| (t, asm)),
+        targets: vec![target],
+        pid: kpid,
+        ready: Default::default(),
+        unread: true,
+    }));
+    Ok((live, source))
+}
+
+/// udamon's engine on `pid` (0: physical memory, or NUMA `node`'s) over
+/// /proc, through the idle page bitmap or soft-dirty (`ops`); `command`
+/// names the target.
+fn start_engine(
+    spec: &Spec,
+    pid: u32,
+    node: Option<u32>,
+    ops: OpsChoice,
+    command: &str,
+) -> Result<Live> {
+    let root = spec.root.as_path();
+    let phys = pid == 0;
+    let mode = if ops == OpsChoice::Idle {
+        AccessMode::IdlePage
+    } else {
+        AccessMode::SoftDirtyWriteOnly
+    };
+    let cannot = |e: udamon_proc::Error| match e {
+        udamon_proc::Error::Gone { .. } => Error::Usage(e.to_string()),
+        e => Error::Capability(e.to_string()),
+    };
+    let p = if phys {
+        LiveOps::Phys(PaddrOps::with_node(root, node).map_err(cannot)?)
+    } else {
+        let mut o = ProcOps::new(root, &[pid], mode).map_err(cannot)?;
+        o.set_soft_dirty_reset(spec.softdirty_reset);
+        LiveOps::Proc(o)
+    };
+    let mut e = Engine::new(
+        spec.attrs,
+        Paced::new(p),
+        vec![Target::new(pid)],
+        Pcg64Mcg::seed_from_u64(seed_from_clock()),
+    )
+    .map_err(|e| Error::Usage(format!("cannot monitor {command}: {e}")))?;
+    if spec.attrs.mode == Mode::Enhanced {
+        match e.ops().inner() {
+            LiveOps::Proc(o) if o.residency_unavailable() => spec.warn.warn(
+                "--mode enhanced: this kernel has no PAGEMAP_SCAN (Linux 6.7+), so \
+                 regions cover whole mappings, as kernel DAMON's do; windows that \
+                 move are still followed",
+            ),
+            LiveOps::Phys(_) => spec.warn.warn(
+                "--mode enhanced on physical memory follows windows that move; \
+                 it does not leave free memory out (processes only)",
+            ),
+            _ => {}
+        }
+    }
+    e.set_schemes(spec.schemes.clone());
+    e.set_dry_run(spec.dry_run);
+    Ok(Live::Engine(Box::new(e), 0))
+}
+
+/// What soft-dirty monitoring does to the process, said before it starts.
+fn warn_softdirty(spec: &Spec) {
+    let when = match spec.softdirty_reset {
+        SoftDirtyReset::Sample => "every sample".to_string(),
+        SoftDirtyReset::Windows(1) => "every aggregation window".to_string(),
+        SoftDirtyReset::Windows(n) => format!("every {n} aggregation windows"),
+        SoftDirtyReset::Auto => {
+            "every aggregation window or less often (--softdirty-reset auto)".to_string()
+        }
+    };
+    spec.warn.warn(&format!(
+        "soft-dirty monitoring clears the whole process's soft-dirty bits {when} \
+         (tools that rely on them, such as CRIU's incremental dumps, lose them), and the \
+         process takes a fault on its first write to a page after each"
+    ));
 }
 
 fn seed_from_clock() -> u64 {
@@ -674,7 +817,7 @@ impl Session {
                 let mut c = Command::new(&argv[0])
                     .args(&argv[1..])
                     .spawn()
-                    .map_err(|e| SessionError::Usage(format!("cannot start {:?}: {e}", argv[0])))?;
+                    .map_err(|e| Error::Usage(format!("cannot start {:?}: {e}", argv[0])))?;
                 let exited = Arc::new(AtomicBool::new(false));
                 let flag = Arc::clone(&exited);
                 // Reap the command as soon as it exits, so monitoring ends then.
@@ -723,19 +866,19 @@ impl Session {
         speed: Option<f64>,
     ) -> Result<Session> {
         if spec.ops != OpsChoice::Auto {
-            return Err(SessionError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "ops = \"{}\" names a live path; a simulated workload runs on udamon's engine",
                 spec.ops.name()
             )));
         }
         if speed.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
-            return Err(SessionError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "speed {} for {origin}: give a positive number (1 is real time, 60 a simulated \
                  minute per second)",
                 speed.unwrap_or_default()
             )));
         }
-        let usage = |e: &dyn std::fmt::Display| SessionError::Usage(e.to_string());
+        let usage = |e: &dyn std::fmt::Display| Error::Usage(e.to_string());
         let prepared = sim::Prepared::from_spec(text, origin, seed, None).map_err(|e| usage(&e))?;
         let setup = sim::Setup {
             schemes: spec.schemes.clone(),
@@ -797,132 +940,15 @@ impl Session {
             cmdline(root, pid).unwrap_or_else(|| format!("pid {pid}"))
         };
         let rss_start_kb = rss_swap_kb(root, pid).0;
-        let ram = || {
-            match node {
-                Some(n) => udamon_proc::node_ram(root, n),
-                None => system_ram(root),
-            }
-            .map_err(|e| SessionError::Capability(e.to_string()))
-        };
-        let mut source = match ops {
-            OpsChoice::Kdamond => "tracefs damon:damon_aggregated".to_string(),
-            _ => "udamon engine".to_string(),
-        };
-        let live = match ops {
-            OpsChoice::Kdamond => {
-                let target = if phys {
-                    KTarget {
-                        pid: None,
-                        regions: ram()?,
-                    }
-                } else {
-                    KTarget {
-                        pid: Some(pid),
-                        regions: Vec::new(),
-                    }
-                };
-                if spec.dry_run {
-                    spec.warn.warn(
-                        "kernel DAMON has no dry run: the schemes run as stat, which counts \
-                         what they try but not what they would apply",
-                    );
-                }
-                let mut config = KdamonConfig {
-                    ops: if phys { OpsKind::Paddr } else { OpsKind::Vaddr },
-                    targets: vec![target.clone()],
-                    attrs: spec.attrs,
-                    schemes: kernel_schemes(&spec.schemes, spec.dry_run),
-                    snapshots: true,
-                };
-                // The tracepoint first, so no aggregation is missed.
-                let trace = match TraceSession::open(root) {
-                    Ok(t) => Some(t),
-                    Err(e) => {
-                        source = format!("tried-regions snapshots (no tracefs: {e})");
-                        None
-                    }
-                };
-                config.snapshots = trace.is_none();
-                let mut d = KdamonDriver::new(root.to_path_buf(), config);
-                d.claim_as(udamon_proc::start_time(Path::new("/"), std::process::id()));
-                d.start().map_err(|e| {
-                    // A module enabled since the probe (the kernel then says
-                    // EBUSY): name it and the way out.
-                    let also: String = modules_holding_damon(&probe(root))
-                        .map(|m| format!("; {m}"))
-                        .collect();
-                    SessionError::Capability(format!("cannot start kernel DAMON: {e}{also}"))
-                })?;
-                let mut asm = Assembler::new(1, spec.attrs.sample_us, spec.attrs.aggr_us);
-                // Events of other kdamonds (a DAMON module's) are not ours.
-                let kpid = kdamond_pid(root);
-                asm.only_from(kpid);
-                Live::Kernel(Box::new(Kernel {
-                    driver: d,
-                    trace: trace.map(|t| (t, asm)),
-                    targets: vec![target],
-                    pid: kpid,
-                    ready: Default::default(),
-                    unread: true,
-                }))
-            }
-            _ => {
-                let mode = if ops == OpsChoice::Idle {
-                    AccessMode::IdlePage
-                } else {
-                    AccessMode::SoftDirtyWriteOnly
-                };
-                let cannot = |e: ProcError| match e {
-                    ProcError::Gone { .. } => SessionError::Usage(e.to_string()),
-                    e => SessionError::Capability(e.to_string()),
-                };
-                let p = if phys {
-                    LiveOps::Phys(PaddrOps::with_node(root, node).map_err(cannot)?)
-                } else {
-                    let mut o = ProcOps::new(root, &[pid], mode).map_err(cannot)?;
-                    o.set_soft_dirty_reset(spec.softdirty_reset);
-                    LiveOps::Proc(o)
-                };
-                let mut e = Engine::new(
-                    spec.attrs,
-                    Paced::new(p),
-                    vec![Target::new(pid)],
-                    Pcg64Mcg::seed_from_u64(seed_from_clock()),
-                )
-                .map_err(|e| SessionError::Usage(format!("cannot monitor {command}: {e}")))?;
-                if spec.attrs.mode == Mode::Enhanced {
-                    match e.ops().inner() {
-                        LiveOps::Proc(o) if o.residency_unavailable() => spec.warn.warn(
-                            "--mode enhanced: this kernel has no PAGEMAP_SCAN (Linux 6.7+), so \
-                             regions cover whole mappings, as kernel DAMON's do; windows that \
-                             move are still followed",
-                        ),
-                        LiveOps::Phys(_) => spec.warn.warn(
-                            "--mode enhanced on physical memory follows windows that move; \
-                             it does not leave free memory out (processes only)",
-                        ),
-                        _ => {}
-                    }
-                }
-                e.set_schemes(spec.schemes.clone());
-                e.set_dry_run(spec.dry_run);
-                Live::Engine(Box::new(e), 0)
-            }
+        let (live, source) = match ops {
+            OpsChoice::Kdamond => start_kernel(spec, pid, node)?,
+            _ => (
+                start_engine(spec, pid, node, ops, &command)?,
+                "udamon engine".to_string(),
+            ),
         };
         if ops == OpsChoice::Softdirty {
-            let when = match spec.softdirty_reset {
-                SoftDirtyReset::Sample => "every sample".to_string(),
-                SoftDirtyReset::Windows(1) => "every aggregation window".to_string(),
-                SoftDirtyReset::Windows(n) => format!("every {n} aggregation windows"),
-                SoftDirtyReset::Auto => {
-                    "every aggregation window or less often (--softdirty-reset auto)".to_string()
-                }
-            };
-            spec.warn.warn(&format!(
-                "soft-dirty monitoring clears the whole process's soft-dirty bits {when} \
-                 (tools that rely on them, such as CRIU's incremental dumps, lose them), and the \
-                 process takes a fault on its first write to a page after each"
-            ));
+            warn_softdirty(spec);
         }
         let mut s = Session {
             live,
@@ -1099,9 +1125,7 @@ impl Session {
     /// schemes' statistics start again from zero). Invalid attributes or
     /// schemes the path cannot run leave the session as it was.
     pub fn commit(&mut self, attrs: Attrs, schemes: Vec<Damos>, dry_run: bool) -> Result<()> {
-        attrs
-            .validate()
-            .map_err(|e| SessionError::Usage(e.to_string()))?;
+        attrs.validate().map_err(|e| Error::Usage(e.to_string()))?;
         let phys =
             matches!(&self.live, Live::Engine(e, _) if matches!(e.ops().inner(), LiveOps::Phys(_)));
         match &mut self.live {
@@ -1109,7 +1133,7 @@ impl Session {
                 let targets = k.targets.clone();
                 k.driver
                     .commit(attrs, targets, kernel_schemes(&schemes, dry_run))
-                    .map_err(|e| SessionError::failed("committing to kernel DAMON", e))?;
+                    .map_err(|e| Error::failed("committing to kernel DAMON", e))?;
                 if let Some((_, asm)) = k.trace.as_mut() {
                     let mut fresh = Assembler::new(1, attrs.sample_us, attrs.aggr_us);
                     fresh.only_from(k.pid);
@@ -1118,15 +1142,13 @@ impl Session {
             }
             Live::Engine(e, _) => {
                 check_schemes(&schemes, self.info.ops, self.info.ops, "", phys)?;
-                e.commit(attrs)
-                    .map_err(|e| SessionError::Usage(e.to_string()))?;
+                e.commit(attrs).map_err(|e| Error::Usage(e.to_string()))?;
                 e.set_schemes(schemes.clone());
                 e.set_dry_run(dry_run);
             }
             Live::Sim(sim) => {
                 let e = &mut sim.engine;
-                e.commit(attrs)
-                    .map_err(|e| SessionError::Usage(e.to_string()))?;
+                e.commit(attrs).map_err(|e| Error::Usage(e.to_string()))?;
                 e.set_schemes(schemes.clone());
                 e.set_dry_run(dry_run);
             }
@@ -1151,7 +1173,7 @@ impl Session {
         let stats = k
             .driver
             .stats()
-            .map_err(|e| SessionError::failed("reading kernel DAMON's scheme statistics", e))?;
+            .map_err(|e| Error::failed("reading kernel DAMON's scheme statistics", e))?;
         let extras = k.driver.scheme_extras().unwrap_or_default();
         Ok(stats
             .into_iter()
@@ -1250,8 +1272,11 @@ impl Session {
                 }
                 let snap = e.tick();
                 if let Some(err) = e.ops_mut().inner_mut().take_error() {
-                    if matches!(err, ProcError::PfnHidden { .. } | ProcError::Denied { .. }) {
-                        return Err(SessionError::Capability(err.to_string()));
+                    if matches!(
+                        err,
+                        udamon_proc::Error::PfnHidden { .. } | udamon_proc::Error::Denied { .. }
+                    ) {
+                        return Err(Error::Capability(err.to_string()));
                     }
                     self.warn.warn(&err.to_string());
                 }
@@ -1308,7 +1333,7 @@ impl Session {
             result = k
                 .driver
                 .stop()
-                .map_err(|e| SessionError::failed("stopping kernel DAMON", e));
+                .map_err(|e| Error::failed("stopping kernel DAMON", e));
         }
         if let Some(c) = self.child.take() {
             // udamon started the command, so udamon ends it when monitoring
@@ -1354,10 +1379,10 @@ impl Kernel {
                 Ok(None) => Ok(Event::End(
                     end_now(stop, child, started, deadline_us).unwrap_or("duration"),
                 )),
-                Err(e) => Err(SessionError::failed("reading kernel DAMON", e)),
+                Err(e) => Err(Error::failed("reading kernel DAMON", e)),
             };
         };
-        let be = |e: std::io::Error| SessionError::failed("reading the damon_aggregated trace", e);
+        let be = |e: std::io::Error| Error::failed("reading the damon_aggregated trace", e);
         let mut last_state_check = Instant::now();
         loop {
             // Lines after the one completing a snapshot wait in the
@@ -1390,7 +1415,7 @@ impl Kernel {
                 let state = self
                     .driver
                     .state()
-                    .map_err(|e| SessionError::failed("reading kernel DAMON's state", e))?;
+                    .map_err(|e| Error::failed("reading kernel DAMON's state", e))?;
                 if state == "off" {
                     return Ok(Event::End("target exited"));
                 }

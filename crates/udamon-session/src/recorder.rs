@@ -9,7 +9,7 @@ use udamon_record::Writer;
 
 use crate::live::{Event, OpsChoice, Session};
 use crate::schemes::SchemeReport;
-use crate::SessionError;
+use crate::Error;
 
 /// How often a live record is flushed (a frame at least this often).
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -153,7 +153,7 @@ impl Recorder {
     }
 
     /// Takes one event into the record.
-    pub fn push(&mut self, session: &mut Session, ev: &Event) -> Result<(), SessionError> {
+    pub fn push(&mut self, session: &mut Session, ev: &Event) -> Result<(), Error> {
         match ev {
             Event::End(_) => Ok(()),
             Event::Exec { at_us, exe } => {
@@ -197,7 +197,7 @@ impl Recorder {
     /// Closes the record file so far (its last frame flushed) and goes on
     /// in `writer`: a service's records rotate this way. The closed file
     /// has no summary entry (the run goes on).
-    pub fn replace_writer(&mut self, writer: Option<FileWriter>) -> Result<(), SessionError> {
+    pub fn replace_writer(&mut self, writer: Option<FileWriter>) -> Result<(), Error> {
         let old = std::mem::replace(&mut self.writer, writer);
         self.next_stats_us = 0;
         if let Some(mut w) = old {
@@ -225,7 +225,7 @@ impl Recorder {
         ended_by: &str,
         output: Option<String>,
         cpu: CpuSpent,
-    ) -> Result<LiveSummary, SessionError> {
+    ) -> Result<LiveSummary, Error> {
         let elapsed = session.elapsed().as_secs_f64().max(1e-9);
         let schemes = if self.with_schemes {
             session.schemes().unwrap_or_else(|e| {
@@ -297,7 +297,7 @@ impl Recorder {
             // The file's size is known only once it is written: the stored
             // summary leaves it out rather than say 0.
             let mut stored = serde_json::to_value(&summary)
-                .map_err(|e| SessionError::failed("writing the summary", e))?;
+                .map_err(|e| Error::failed("writing the summary", e))?;
             if let Some(m) = stored.as_object_mut() {
                 m.remove("record_bytes");
             }

@@ -41,7 +41,7 @@ use udamon_core::{Attrs, Engine, Monitor, Snapshot};
 use udamon_record::{Header, SimInfo, TargetInfo, Writer};
 use udamon_sim::{
     build_engine, build_monitor, Accuracy, AccuracyAcc, AccuracyOptions, Model, MonitorKind,
-    SimMetrics, SimOps, SpecError, Workload,
+    SimMetrics, SimOps, Workload,
 };
 
 use crate::schemes::{scheme_reports, SchemeReport};
@@ -53,7 +53,7 @@ use crate::schemes::{scheme_reports, SchemeReport};
 pub enum SimError {
     /// The spec could not be used.
     #[error(transparent)]
-    Spec(#[from] SpecError),
+    Spec(#[from] udamon_sim::Error),
     /// What was asked does not fit together (schemes on the full-scan
     /// monitor, ...): the user's to fix.
     #[error("{0}")]
@@ -80,6 +80,23 @@ pub enum SimError {
     Record(#[from] udamon_record::Error),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+}
+
+impl SimError {
+    /// The spec, a request that does not fit together or a monitor that
+    /// cannot be built over the workload: bad input. A record error says
+    /// its own kind; the monitor's error too.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        use udamon_core::ErrorKind as K;
+        match self {
+            SimError::Spec(e) => e.kind(),
+            SimError::Usage(_) | SimError::Build { .. } => K::Usage,
+            SimError::Monitor(e) => e.kind(),
+            SimError::Create { source, .. } => source.kind(),
+            SimError::Record(e) => e.kind(),
+            SimError::Json(_) => K::Failure,
+        }
+    }
 }
 
 pub type Result<T, E = SimError> = std::result::Result<T, E>;
@@ -110,7 +127,7 @@ impl Prepared {
         origin: &str,
         seed: Option<u64>,
         duration_us: Option<u64>,
-    ) -> Result<Prepared, SpecError> {
+    ) -> Result<Prepared, udamon_sim::Error> {
         let mut workload = Workload::from_toml(text, origin)?;
         if let Some(d) = duration_us {
             workload.duration_us = d;

@@ -29,7 +29,7 @@ use udamon_core::{AddrRange, Attrs};
 use crate::machine::{Cell, MAX_STEP_US};
 use crate::model::{Piece, Seg};
 use crate::spec::{Phase, Sweep, Workload};
-use crate::SpecError;
+use crate::Error;
 
 /// The most memory the simulator's model may need for a run: 1 GiB.
 pub const MODEL_MEMORY_BOUND: u64 = 1 << 30;
@@ -62,11 +62,11 @@ impl Workload {
     /// Parses and checks a spec; `origin` names it in errors (a file name).
     /// A spec whose model would not fit is refused here, at its phase's
     /// line, before anything is built on it.
-    pub fn from_toml(text: &str, origin: &str) -> Result<Workload, SpecError> {
+    pub fn from_toml(text: &str, origin: &str) -> Result<Workload, Error> {
         let (w, places) = Workload::parse_toml(text, origin)?;
         if let Err(e) = check_workload(&w) {
             return Err(match e.phase.and_then(|i| places.get(i).map(|p| (i, p))) {
-                Some((i, &(line, col, accesses))) => SpecError::at(
+                Some((i, &(line, col, accesses))) => Error::at(
                     origin,
                     line,
                     col,
@@ -77,7 +77,7 @@ impl Workload {
                         e.fix
                     ),
                 ),
-                None => SpecError::at(
+                None => Error::at(
                     origin,
                     0,
                     0,

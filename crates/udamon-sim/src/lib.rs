@@ -170,7 +170,7 @@ pub(crate) fn bounds_error(e: BoundsError) -> udamon_core::Error {
 /// A spec that could not be used, with where and why.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("spec {origin}{}: {msg}", if *.line > 0 { format!(" line {}, column {}", .line, .col) } else { String::new() })]
-pub struct SpecError {
+pub struct Error {
     pub origin: String,
     /// 1-based; 0 when the error is about the spec as a whole.
     pub line: usize,
@@ -178,7 +178,7 @@ pub struct SpecError {
     pub msg: String,
 }
 
-impl SpecError {
+impl Error {
     /// A spec is the user's input: always bad input.
     pub fn kind(&self) -> udamon_core::ErrorKind {
         udamon_core::ErrorKind::Usage

@@ -13,7 +13,7 @@ use udamon_core::{Addr, AddrRange};
 
 use crate::machine_spec::{MachineSpec, NodeSpec, Placement, ThpMode, MAX_NODES};
 use crate::units::{parse_cost_us_per_byte, parse_latency_us};
-use crate::SpecError;
+use crate::Error;
 
 /// Where objects start when the spec does not say.
 pub const DEFAULT_BASE: Addr = 0x1000_0000;
@@ -246,17 +246,14 @@ impl Workload {
     /// Parses a spec without the check of what its model would cost, which
     /// [`Workload::from_toml`] (bounds.rs) adds; `origin` names it in
     /// errors (a file name).
-    pub(crate) fn parse_toml(
-        text: &str,
-        origin: &str,
-    ) -> Result<(Workload, PhasePlaces), SpecError> {
+    pub(crate) fn parse_toml(text: &str, origin: &str) -> Result<(Workload, PhasePlaces), Error> {
         let raw: RawSpec = toml::from_str(text).map_err(|e| {
             let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
-            SpecError::at(origin, line, col, e.message().to_string())
+            Error::at(origin, line, col, e.message().to_string())
         })?;
         let at = |span: std::ops::Range<usize>, msg: String| {
             let (line, col) = line_col(text, span.start);
-            SpecError::at(origin, line, col, msg)
+            Error::at(origin, line, col, msg)
         };
         let size = |s: &Spanned<SizeOrInt>| s.get_ref().bytes().map_err(|m| at(s.span(), m));
         let dur = |s: &Spanned<DurationStr>| {
@@ -292,7 +289,7 @@ impl Workload {
             },
         };
         if base % page_size != 0 {
-            return Err(SpecError::at(
+            return Err(Error::at(
                 origin,
                 0,
                 0,
@@ -363,8 +360,8 @@ fn parse_layout(
     base: u64,
     page_size: u64,
     origin: &str,
-    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
-) -> Result<Vec<Object>, SpecError> {
+    at: &dyn Fn(std::ops::Range<usize>, String) -> Error,
+) -> Result<Vec<Object>, Error> {
     let size = |s: &Spanned<SizeOrInt>| s.get_ref().bytes().map_err(|m| at(s.span(), m));
     let mut objects: Vec<Object> = Vec::new();
     let mut addr = base;
@@ -429,7 +426,7 @@ fn parse_layout(
                 ))
             }
             _ => {
-                return Err(SpecError::at(
+                return Err(Error::at(
                     origin,
                     0,
                     0,
@@ -440,7 +437,7 @@ fn parse_layout(
         }
     }
     if objects.is_empty() {
-        return Err(SpecError::at(
+        return Err(Error::at(
             origin,
             0,
             0,
@@ -455,8 +452,8 @@ fn parse_phases(
     raw: &[RawPhase],
     objects: &[Object],
     page_size: u64,
-    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
-) -> Result<Vec<Phase>, SpecError> {
+    at: &dyn Fn(std::ops::Range<usize>, String) -> Error,
+) -> Result<Vec<Phase>, Error> {
     let dur = |s: &Spanned<DurationStr>| {
         parse_duration_us(&s.get_ref().0, Fraction::Round).map_err(|e| at(s.span(), e.to_string()))
     };
@@ -484,8 +481,8 @@ fn parse_access(
     a: &RawAccess,
     objects: &[Object],
     page_size: u64,
-    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
-) -> Result<Access, SpecError> {
+    at: &dyn Fn(std::ops::Range<usize>, String) -> Error,
+) -> Result<Access, Error> {
     let obj = objects
         .iter()
         .find(|o| &o.name == a.object.get_ref())
@@ -554,11 +551,11 @@ fn parse_access(
 fn parse_machine(
     m: &RawMachine,
     origin: &str,
-    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
-) -> Result<MachineSpec, SpecError> {
+    at: &dyn Fn(std::ops::Range<usize>, String) -> Error,
+) -> Result<MachineSpec, Error> {
     let mut spec = MachineSpec::default();
     let size = |s: &Spanned<SizeOrInt>| s.get_ref().bytes().map_err(|e| at(s.span(), e));
-    let lat = |s: &Option<Spanned<String>>, dst: &mut f64| -> Result<(), SpecError> {
+    let lat = |s: &Option<Spanned<String>>, dst: &mut f64| -> Result<(), Error> {
         if let Some(s) = s {
             *dst = parse_latency_us(s.get_ref()).map_err(|e| at(s.span(), e))?;
         }
@@ -623,17 +620,17 @@ fn parse_nodes(
     m: &RawMachine,
     spec: &mut MachineSpec,
     origin: &str,
-    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
-) -> Result<(), SpecError> {
+    at: &dyn Fn(std::ops::Range<usize>, String) -> Error,
+) -> Result<(), Error> {
     let size = |s: &Spanned<SizeOrInt>| s.get_ref().bytes().map_err(|e| at(s.span(), e));
-    let lat = |s: &Option<Spanned<String>>, dst: &mut f64| -> Result<(), SpecError> {
+    let lat = |s: &Option<Spanned<String>>, dst: &mut f64| -> Result<(), Error> {
         if let Some(s) = s {
             *dst = parse_latency_us(s.get_ref()).map_err(|e| at(s.span(), e))?;
         }
         Ok(())
     };
     if m.node.len() > MAX_NODES {
-        return Err(SpecError::at(
+        return Err(Error::at(
             origin,
             0,
             0,
@@ -671,8 +668,8 @@ fn parse_nodes(
 fn parse_action_costs(
     m: &RawMachine,
     spec: &mut MachineSpec,
-    at: &dyn Fn(std::ops::Range<usize>, String) -> SpecError,
-) -> Result<(), SpecError> {
+    at: &dyn Fn(std::ops::Range<usize>, String) -> Error,
+) -> Result<(), Error> {
     for (key, v) in &m.action_cost {
         let cost = parse_cost_us_per_byte(v.get_ref()).map_err(|e| at(v.span(), e))?;
         if key == "walk" {

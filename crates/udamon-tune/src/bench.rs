@@ -4,10 +4,11 @@
 //! well the replay predicts the real runs.
 
 use serde::Serialize;
+use udamon_core::schemes::Damos;
 
 use crate::error::{Error, Result};
 use crate::knob::{Domain, Knob};
-use crate::patterns::classify;
+use crate::patterns::{classify, Pattern};
 use crate::replay::{from_snapshots, ReplayOptions};
 use crate::runner::{default_threads, SimRunner};
 use crate::score::{Metrics, ScoreFn};
@@ -131,31 +132,7 @@ fn bench_one(name: &str, spec: &str, quick: bool) -> Result<Row> {
     let attrs = udamon_core::Attrs::default();
     let mut real = SimRunner::from_spec(spec, name, None, None, attrs)?;
     let threads = default_threads();
-    // The exhaustive sweep.
-    let (base, snaps) = real.run_keep(&[])?;
-    let mut sc = ScoreFn::default();
-    sc.score(&base, &base, 0.0)?;
-    let values = domain.grid();
-    let swept = sweep(
-        &schemes,
-        &knob,
-        &values,
-        &mut real,
-        &mut sc,
-        &base,
-        threads,
-        &mut |_| {},
-    )?;
-    let best = swept
-        .iter()
-        .cloned()
-        .reduce(|a, b| if b.score > a.score { b } else { a })
-        .ok_or_else(|| Error::Run("empty sweep".into()))?;
-    // Figure 3's pattern, on the formula's score (no SLA), from the least
-    // aggressive min_age (the range's end) to the most aggressive (0).
-    let raw: Vec<f64> = swept.iter().rev().map(|s| s.raw_score).collect();
-    let pattern = classify(&raw);
-    // The 10-sample tune, twice with the same seed.
+    let sw = exhaustive(&schemes, &knob, &domain, &mut real, threads)?;
     let cfg = TuneConfig {
         knob,
         domain,
@@ -163,63 +140,10 @@ fn bench_one(name: &str, spec: &str, quick: bool) -> Result<Row> {
         seed: TUNE_SEED,
         trust_fit: false,
     };
-    let t1 = tune(
-        &schemes,
-        &cfg,
-        &mut real,
-        &mut ScoreFn::default(),
-        &mut |_, _| {},
-    )?;
-    let t2 = tune(
-        &schemes,
-        &cfg,
-        &mut real,
-        &mut ScoreFn::default(),
-        &mut |_, _| {},
-    )?;
-    let key = |t: &Tuned| -> Vec<(u64, u64)> {
-        t.samples
-            .iter()
-            .map(|s| (s.value.to_bits(), s.score.to_bits()))
-            .collect()
-    };
-    let reproducible = key(&t1) == key(&t2);
-    let tm = t1
-        .chosen
-        .measured
-        .as_ref()
-        .ok_or_else(|| Error::Run("tune measured".into()))?;
-    let fit_gap = |t: &Tuned| {
-        t.fit_peak
-            .as_ref()
-            .and_then(|p| p.measured.as_ref())
-            .or(t.chosen.measured.as_ref())
-            .map_or(f64::NAN, |m| gap(best.score, m.score))
-    };
-    let mut tune_gaps = vec![gap(best.score, tm.score)];
-    let mut fit_gaps = vec![fit_gap(&t1)];
-    if !quick {
-        for seed in MORE_SEEDS {
-            let c = TuneConfig { seed, ..cfg };
-            let t = tune(
-                &schemes,
-                &c,
-                &mut real,
-                &mut ScoreFn::default(),
-                &mut |_, _| {},
-            )?;
-            let m = t
-                .chosen
-                .measured
-                .as_ref()
-                .ok_or_else(|| Error::Run("tune measured".into()))?;
-            tune_gaps.push(gap(best.score, m.score));
-            fit_gaps.push(fit_gap(&t));
-        }
-    }
+    let tn = sampled(&schemes, &cfg, &mut real, sw.best.score, quick)?;
     // Tuning by replay of a scheme-less record of the same run.
     let (workload, stats) = from_snapshots(
-        &snaps,
+        &sw.snaps,
         Some(&real.model().workload),
         &format!("replay of {name}"),
         &ReplayOptions::default(),
@@ -241,17 +165,21 @@ fn bench_one(name: &str, spec: &str, quick: bool) -> Result<Row> {
         .measured
         .as_ref()
         .ok_or_else(|| Error::Run("replay measured".into()))?;
-    let tune_gap = gap(best.score, tm.score);
+    let best = &sw.best;
+    let t1 = &tn.t1;
+    let tune_gap = gap(best.score, tn.score);
     let replay_gap = gap(best.score, rm.score);
     Ok(Row {
         spec: name.into(),
-        pattern: pattern.map(|p| p.number()),
-        pattern_text: pattern.map_or("unclear".into(), |p| p.describe().to_string()),
-        sweep_points: swept.len(),
+        pattern: sw.pattern.map(|p| p.number()),
+        pattern_text: sw
+            .pattern
+            .map_or("unclear".into(), |p| p.describe().to_string()),
+        sweep_points: sw.swept.len(),
         sweep_best_s: best.value / 1e6,
         sweep_best_score: best.score,
         tune_s: t1.chosen.value / 1e6,
-        tune_score: tm.score,
+        tune_score: tn.score,
         tune_source: t1.chosen.source,
         fit_peak_s: t1.fit_peak.as_ref().map(|p| p.value / 1e6),
         fit_peak_predicted: t1.fit_peak.as_ref().and_then(|p| p.predicted_score),
@@ -261,9 +189,9 @@ fn bench_one(name: &str, spec: &str, quick: bool) -> Result<Row> {
             .and_then(|p| p.measured.as_ref().map(|m| m.score)),
         tune_gap,
         tune_ok: tune_gap <= 0.05,
-        tune_reproducible: reproducible,
-        tune_gaps_by_seed: tune_gaps,
-        fit_peak_gaps_by_seed: fit_gaps,
+        tune_reproducible: tn.reproducible,
+        tune_gaps_by_seed: tn.tune_gaps,
+        fit_peak_gaps_by_seed: tn.fit_gaps,
         replay_s: rt.chosen.value / 1e6,
         replay_predicted: rt.chosen.predicted_score.unwrap_or(f64::NAN),
         replay_score: rm.score,
@@ -271,8 +199,123 @@ fn bench_one(name: &str, spec: &str, quick: bool) -> Result<Row> {
         replay_ok: replay_gap <= 0.10,
         replay_phases: stats.phases,
         replay_accesses: stats.accesses,
-        pred: pred_error(&rt.samples, &rt.baseline, &swept, &base),
+        pred: pred_error(&rt.samples, &rt.baseline, &sw.swept, &sw.base),
         elapsed_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The exhaustive sweep of one workload and what it found.
+struct Swept {
+    /// The scheme-less run, and its snapshots (what the replay replays).
+    base: Metrics,
+    snaps: Vec<udamon_core::Snapshot>,
+    swept: Vec<Sample>,
+    best: Sample,
+    pattern: Option<Pattern>,
+}
+
+fn exhaustive(
+    schemes: &[Damos],
+    knob: &Knob,
+    domain: &Domain,
+    real: &mut SimRunner,
+    threads: usize,
+) -> Result<Swept> {
+    let (base, snaps) = real.run_keep(&[])?;
+    let mut sc = ScoreFn::default();
+    sc.score(&base, &base, 0.0)?;
+    let values = domain.grid();
+    let swept = sweep(
+        schemes,
+        knob,
+        &values,
+        real,
+        &mut sc,
+        &base,
+        threads,
+        &mut |_| {},
+    )?;
+    let best = swept
+        .iter()
+        .cloned()
+        .reduce(|a, b| if b.score > a.score { b } else { a })
+        .ok_or_else(|| Error::Run("empty sweep".into()))?;
+    // Figure 3's pattern, on the formula's score (no SLA), from the least
+    // aggressive min_age (the range's end) to the most aggressive (0).
+    let raw: Vec<f64> = swept.iter().rev().map(|s| s.raw_score).collect();
+    let pattern = classify(&raw);
+    Ok(Swept {
+        base,
+        snaps,
+        swept,
+        best,
+        pattern,
+    })
+}
+
+/// The 10-sample tunes of one workload.
+struct Sampled {
+    /// The tune with [`TUNE_SEED`], and the score of its choice.
+    t1: Tuned,
+    score: f64,
+    /// Whether its second run took the same samples.
+    reproducible: bool,
+    tune_gaps: Vec<f64>,
+    fit_gaps: Vec<f64>,
+}
+
+/// The 10-sample tune, twice with the same seed, then (unless `quick`)
+/// with [`MORE_SEEDS`]; gaps against the sweep's `best` score.
+fn sampled(
+    schemes: &[Damos],
+    cfg: &TuneConfig,
+    real: &mut SimRunner,
+    best: f64,
+    quick: bool,
+) -> Result<Sampled> {
+    let t1 = tune(schemes, cfg, real, &mut ScoreFn::default(), &mut |_, _| {})?;
+    let t2 = tune(schemes, cfg, real, &mut ScoreFn::default(), &mut |_, _| {})?;
+    let key = |t: &Tuned| -> Vec<(u64, u64)> {
+        t.samples
+            .iter()
+            .map(|s| (s.value.to_bits(), s.score.to_bits()))
+            .collect()
+    };
+    let reproducible = key(&t1) == key(&t2);
+    let tm = t1
+        .chosen
+        .measured
+        .as_ref()
+        .ok_or_else(|| Error::Run("tune measured".into()))?;
+    let fit_gap = |t: &Tuned| {
+        t.fit_peak
+            .as_ref()
+            .and_then(|p| p.measured.as_ref())
+            .or(t.chosen.measured.as_ref())
+            .map_or(f64::NAN, |m| gap(best, m.score))
+    };
+    let score = tm.score;
+    let mut tune_gaps = vec![gap(best, score)];
+    let mut fit_gaps = vec![fit_gap(&t1)];
+    if !quick {
+        for seed in MORE_SEEDS {
+            let c = TuneConfig { seed, ..*cfg };
+            let t = tune(schemes, &c, real, &mut ScoreFn::default(), &mut |_, _| {})?;
+            let m = t
+                .chosen
+                .measured
+                .as_ref()
+                .ok_or_else(|| Error::Run("tune measured".into()))?;
+            tune_gaps.push(gap(best, m.score));
+            fit_gaps.push(fit_gap(&t));
+        }
+    }
+    Ok(Sampled {
+        t1,
+        score,
+        reproducible,
+        tune_gaps,
+        fit_gaps,
     })
 }
 

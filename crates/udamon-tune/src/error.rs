@@ -25,6 +25,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// Usage and a record that cannot be replayed are bad input; a run, a
+    /// score or a plot that failed is a runtime failure.
+    pub fn kind(&self) -> udamon_core::ErrorKind {
+        match self {
+            Error::Usage(_) | Error::Record(_) => udamon_core::ErrorKind::Usage,
+            Error::Run(_) | Error::Score(_) | Error::Plot(_) => udamon_core::ErrorKind::Failure,
+        }
+    }
+
     pub(crate) fn usage(msg: impl Into<String>) -> Error {
         Error::Usage(msg.into())
     }

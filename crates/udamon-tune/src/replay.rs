@@ -169,6 +169,49 @@ pub fn from_snapshots(
     opts: &ReplayOptions,
 ) -> Result<(Workload, ReplayStats)> {
     let target = opts.target;
+    check_replayable(snaps, target)?;
+    let (objects, machine, page_size) = match layout {
+        Some(w) => (w.objects.clone(), w.machine.clone(), w.page_size),
+        None => (
+            objects_from_regions(snaps, target),
+            udamon_sim::MachineSpec::default(),
+            4096,
+        ),
+    };
+    let mapped: u64 = objects.iter().map(|o| o.range.sz()).sum();
+    let q = next_pow2(mapped.div_ceil(opts.cells.max(1))).max(page_size);
+    let cells = Cells::new(&objects, q);
+    let n = cells.start.len();
+    let mut stats = ReplayStats {
+        snapshots: snaps.len(),
+        cells: n,
+        cell_bytes: q,
+        ..ReplayStats::default()
+    };
+    let phases = phases_of(
+        snaps,
+        target,
+        &cells,
+        opts,
+        opts.change_share * mapped as f64,
+    );
+    stats.phases = phases.len();
+    stats.accesses = phases.iter().map(|p| p.accesses.len()).sum();
+    stats.duration_us = phases.iter().map(|p| p.duration_us).sum();
+    let w = Workload {
+        name: name.to_string(),
+        duration_us: stats.duration_us,
+        seed: None,
+        page_size,
+        objects,
+        phases,
+        machine,
+    };
+    Ok((w, stats))
+}
+
+/// Refuses a record with no snapshot, or none of `target`.
+fn check_replayable(snaps: &[Snapshot], target: u32) -> Result<()> {
     if snaps.is_empty() {
         return Err(Error::Record(
             "the record has no snapshot to replay (expected a record with at least one \
@@ -184,42 +227,45 @@ pub fn from_snapshots(
             "the record has no target {target} (expected a target index it monitored)"
         )));
     }
-    let (objects, machine, page_size) = match layout {
-        Some(w) => (w.objects.clone(), w.machine.clone(), w.page_size),
-        None => (
-            objects_from_regions(snaps, target),
-            udamon_sim::MachineSpec::default(),
-            4096,
-        ),
-    };
-    let mapped: u64 = objects.iter().map(|o| o.range.sz()).sum();
-    let q = next_pow2(mapped.div_ceil(opts.cells.max(1))).max(page_size);
-    let mut cells = Cells {
-        start: Vec::new(),
-        end: Vec::new(),
-        obj: Vec::new(),
-    };
-    for (i, o) in objects.iter().enumerate() {
-        let mut a = o.range.start;
-        while a < o.range.end {
-            // Cells are aligned to q from the object's start; the last ends with it.
-            let b = (a + q).min(o.range.end);
-            cells.start.push(a);
-            cells.end.push(b);
-            cells.obj.push(i);
-            a = b;
+    Ok(())
+}
+
+impl Cells {
+    /// The objects cut into cells of `q` bytes.
+    fn new(objects: &[Object], q: u64) -> Cells {
+        let mut cells = Cells {
+            start: Vec::new(),
+            end: Vec::new(),
+            obj: Vec::new(),
+        };
+        for (i, o) in objects.iter().enumerate() {
+            let mut a = o.range.start;
+            while a < o.range.end {
+                // Cells are aligned to q from the object's start; the last ends with it.
+                let b = (a + q).min(o.range.end);
+                cells.start.push(a);
+                cells.end.push(b);
+                cells.obj.push(i);
+                a = b;
+            }
         }
+        cells
     }
+}
+
+/// The snapshots cut into phases: each window on the cells, a phase closed
+/// at an abrupt change, at its longest, or where a sustained change began.
+/// `share_bytes` is how many bytes must differ to be a change.
+fn phases_of(
+    snaps: &[Snapshot],
+    target: u32,
+    cells: &Cells,
+    opts: &ReplayOptions,
+    share_bytes: f64,
+) -> Vec<Phase> {
     let n = cells.start.len();
     let mut phases: Vec<Phase> = Vec::new();
-    let mut stats = ReplayStats {
-        snapshots: snaps.len(),
-        cells: n,
-        cell_bytes: q,
-        ..ReplayStats::default()
-    };
     let mut open = Open::new(n);
-    let share_bytes = opts.change_share * mapped as f64;
     let mut prev_end = 0u64;
     let mut prev_regions: Option<&[RegionSnapshot]> = None;
     for s in snaps {
@@ -228,50 +274,18 @@ pub fn from_snapshots(
         if dt_us == 0 {
             continue;
         }
-        let max = f64::from(s.max_nr_accesses().max(1));
-        let cap = 1.0 - 0.5 / max;
-        let sample_s = s.sample_us.max(1) as f64 / 1e6;
-        let mut w = Window {
-            dt_us,
-            max,
-            p: vec![0.0; n],
-            rate: vec![0.0; n],
-        };
         let regions = s
             .targets
             .iter()
             .find(|t| t.target_idx == target)
             .map(|t| &t.regions[..]);
-        if let Some(regions) = regions {
-            // Two pointers over sorted cells and sorted regions.
-            let mut c = 0;
-            let mut j = 0;
-            for r in regions {
-                let pr = if r.nr_accesses == 0 {
-                    prev_regions.map_or(0.0, |pv| hidden_share(r, pv, &mut j) / max)
-                } else {
-                    (f64::from(r.nr_accesses) / max).min(cap)
-                };
-                let rr = -(1.0 - pr).ln() / sample_s;
-                while c < n && cells.end[c] <= r.start {
-                    c += 1;
-                }
-                let mut d = c;
-                while d < n && cells.start[d] < r.end {
-                    let ov = cells.end[d].min(r.end) - cells.start[d].max(r.start);
-                    let f = ov as f64 / (cells.end[d] - cells.start[d]) as f64;
-                    w.rate[d] += f * rr;
-                    w.p[d] += f * pr;
-                    d += 1;
-                }
-            }
-        }
+        let w = window_of(s, dt_us, regions, prev_regions, cells);
         prev_regions = regions;
         if !open.wins.is_empty() {
             // An abrupt change: this window against the whole phase.
-            let abrupt = open.changed(&cells, open.wins.len(), &w.p, 1, 1.5) > share_bytes;
+            let abrupt = open.changed(cells, open.wins.len(), &w.p, 1, 1.5) > share_bytes;
             if abrupt || open.us + dt_us > opts.max_phase_us {
-                phases.push(open.close(&cells, open.wins.len()));
+                phases.push(open.close(cells, open.wins.len()));
             }
         }
         open.push(w);
@@ -284,28 +298,63 @@ pub fn from_snapshots(
                     *a += b;
                 }
             }
-            if open.changed(&cells, len - RECENT, &recent, RECENT, 0.75) > share_bytes {
-                let k = open.split_point(&cells, len - RECENT);
-                phases.push(open.close(&cells, k));
+            if open.changed(cells, len - RECENT, &recent, RECENT, 0.75) > share_bytes {
+                let k = open.split_point(cells, len - RECENT);
+                phases.push(open.close(cells, k));
             }
         }
     }
     if !open.wins.is_empty() {
-        phases.push(open.close(&cells, open.wins.len()));
+        phases.push(open.close(cells, open.wins.len()));
     }
-    stats.phases = phases.len();
-    stats.accesses = phases.iter().map(|p| p.accesses.len()).sum();
-    stats.duration_us = phases.iter().map(|p| p.duration_us).sum();
-    let w = Workload {
-        name: name.to_string(),
-        duration_us: stats.duration_us,
-        seed: None,
-        page_size,
-        objects,
-        phases,
-        machine,
+    phases
+}
+
+/// One snapshot `s` (of `dt_us`, its target's `regions`) on the cells: a
+/// region's chance and rate spread over the cells by overlap; an idle
+/// region's hidden accesses read from the previous window's `prev` regions.
+fn window_of(
+    s: &Snapshot,
+    dt_us: u64,
+    regions: Option<&[RegionSnapshot]>,
+    prev: Option<&[RegionSnapshot]>,
+    cells: &Cells,
+) -> Window {
+    let n = cells.start.len();
+    let max = f64::from(s.max_nr_accesses().max(1));
+    let cap = 1.0 - 0.5 / max;
+    let sample_s = s.sample_us.max(1) as f64 / 1e6;
+    let mut w = Window {
+        dt_us,
+        max,
+        p: vec![0.0; n],
+        rate: vec![0.0; n],
     };
-    Ok((w, stats))
+    if let Some(regions) = regions {
+        // Two pointers over sorted cells and sorted regions.
+        let mut c = 0;
+        let mut j = 0;
+        for r in regions {
+            let pr = if r.nr_accesses == 0 {
+                prev.map_or(0.0, |pv| hidden_share(r, pv, &mut j) / max)
+            } else {
+                (f64::from(r.nr_accesses) / max).min(cap)
+            };
+            let rr = -(1.0 - pr).ln() / sample_s;
+            while c < n && cells.end[c] <= r.start {
+                c += 1;
+            }
+            let mut d = c;
+            while d < n && cells.start[d] < r.end {
+                let ov = cells.end[d].min(r.end) - cells.start[d].max(r.start);
+                let f = ov as f64 / (cells.end[d] - cells.start[d]) as f64;
+                w.rate[d] += f * rr;
+                w.p[d] += f * pr;
+                d += 1;
+            }
+        }
+    }
+    w
 }
 
 /// Windows compared as "recent" when looking for a sustained change.

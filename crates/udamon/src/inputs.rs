@@ -1,23 +1,23 @@
 //! The inputs several subcommands read, each read one way: flag values
-//! (durations), workload specs, scheme files and records. A file that
-//! cannot be used is bad input (exit code 2), named once in plain words.
+//! (durations), workload specs, scheme files, records and the part of one
+//! the selection flags select. A file that cannot be used is bad input
+//! (exit code 2), named once in plain words.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
+use udamon_cli::SelectArgs;
 use udamon_core::schemes::Damos;
-use udamon_core::units::{parse_duration_us, Fraction};
 use udamon_record::Reader;
+use udamon_report::Selection;
 use udamon_session::OpsChoice;
 use udamon_sim::{Model, Workload};
 
 use crate::UsageError;
 
 /// A duration flag's value (`5ms`, `10s`), in microseconds.
-pub fn duration_arg(flag: &str, s: &str) -> Result<u64> {
-    parse_duration_us(s, Fraction::Round).map_err(|m| UsageError(format!("--{flag}: {m}")).into())
-}
+pub use udamon_cli::duration_arg;
 
 /// `--duration`, when given: a positive duration (a spec refuses 0 too).
 pub fn run_duration(s: Option<&str>) -> Result<Option<u64>> {
@@ -90,6 +90,33 @@ pub fn open_record(path: &Path) -> Result<Reader> {
         .into(),
         e => e.into(),
     })
+}
+
+/// Checks `--target N` against the record's targets.
+pub fn target_arg(reader: &Reader, target: Option<u32>) -> Result<Option<u32>> {
+    let n = reader.header().targets.len();
+    match target {
+        Some(t) if n > 0 && t as usize >= n => {
+            let has = if n == 1 {
+                "one target, 0".to_string()
+            } else {
+                format!("targets 0..{}", n - 1)
+            };
+            bail!(UsageError(format!("--target {t}: the record has {has}")))
+        }
+        t => Ok(t),
+    }
+}
+
+/// The part of a record the selection flags select.
+pub fn selected(reader: &Reader, a: &SelectArgs) -> Result<Selection> {
+    let (time_range, address_range) = (a.time_range()?, a.address_range()?);
+    Ok(Selection::since_start(
+        reader,
+        time_range,
+        address_range,
+        target_arg(reader, a.target)?,
+    ))
 }
 
 /// Whether the record saw writes only (soft-dirty monitoring).

@@ -5,13 +5,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use udamon_cli::LiveArgs;
 use udamon_core::schemes::Damos;
 use udamon_core::Attrs;
 use udamon_record::Writer;
 use udamon_session::{Event, Recorder, Session, Spec};
 pub use udamon_session::{LiveSummary, LiveTarget, OpsChoice};
 
-use crate::cli::LiveArgs;
 use crate::output::Progress;
 use crate::stop;
 use crate::UsageError;

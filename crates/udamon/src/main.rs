@@ -1,7 +1,6 @@
 //! The `udamon` command: the only crate that sees every other one, picks a
 //! backend and talks to the person at the terminal.
 
-mod cli;
 mod cmd;
 mod inputs;
 mod live;
@@ -12,18 +11,10 @@ mod stop;
 use std::process::ExitCode;
 
 use clap::Parser;
+use udamon_core::ErrorKind;
 
 /// A usage or input error (bad flag value, bad spec, bad file): exit code 2.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
+pub use udamon_cli::UsageError;
 
 /// The machine lacks a capability udamon needs: exit code 3.
 #[derive(Debug)]
@@ -37,73 +28,52 @@ impl std::fmt::Display for CapabilityError {
 
 impl std::error::Error for CapabilityError {}
 
-/// The tuner's errors as the binary's: bad input (a flag value, a record
-/// that cannot be replayed) exits with 2.
-pub fn tune_error(e: udamon_tune::Error) -> anyhow::Error {
-    match e {
-        udamon_tune::Error::Usage(m) | udamon_tune::Error::Record(m) => UsageError(m).into(),
-        other => anyhow::anyhow!(other),
+/// What `cause` says of itself, when it is one of udamon's errors: every
+/// library crate's error type classifies itself (`kind()`), so this only
+/// names the types.
+fn kind_of(cause: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    if cause.is::<UsageError>() {
+        return Some(ErrorKind::Usage);
     }
+    if cause.is::<CapabilityError>() {
+        return Some(ErrorKind::Capability);
+    }
+    macro_rules! kind_of {
+        ($($t:ty),* $(,)?) => {
+            $(if let Some(e) = cause.downcast_ref::<$t>() {
+                return Some(e.kind());
+            })*
+        };
+    }
+    kind_of!(
+        udamon_core::Error,
+        udamon_core::units::UnitError,
+        udamon_record::Error,
+        udamon_sim::Error,
+        udamon_scheme_file::Error,
+        udamon_kdamon::Error,
+        udamon_proc::Error,
+        udamon_report::Error,
+        udamon_damo::Error,
+        udamon_session::Error,
+        udamon_session::sim::SimError,
+        udamon_tune::Error,
+        udamon_eval::Error,
+        udamon_service::Error,
+        udamon_service::ConfigError,
+        udamon_bench::Error,
+    );
+    None
 }
 
-/// A simulated run's error as the binary's: what the user asked (the
-/// spec, a monitor that cannot take it) exits with 2; a run or a write that
-/// failed keeps its cause, as it comes.
-pub fn sim_error(e: udamon_session::sim::SimError) -> anyhow::Error {
-    use udamon_session::sim::SimError as E;
-    match e {
-        E::Spec(e) => e.into(),
-        E::Usage(_) | E::Build { .. } => UsageError(e.to_string()).into(),
-        E::Monitor(e) => e.into(),
-        E::Create { path, source } => {
-            anyhow::Error::new(source).context(format!("cannot write {}", path.display()))
-        }
-        E::Record(e) => e.into(),
-        E::Json(e) => e.into(),
-    }
-}
-
+/// The exit code: 2 when any error in the chain is bad input, 3 when one is
+/// a missing capability (the first such one decides), else 1.
 fn exit_code(err: &anyhow::Error) -> u8 {
-    for cause in err.chain() {
-        if cause.is::<UsageError>()
-            || cause.is::<udamon_sim::SpecError>()
-            || cause.is::<udamon_scheme_file::ParseError>()
-        {
-            return 2;
-        }
-        if cause.is::<CapabilityError>() {
-            return 3;
-        }
-        match cause.downcast_ref::<udamon_session::SessionError>() {
-            Some(udamon_session::SessionError::Usage(_)) => return 2,
-            Some(udamon_session::SessionError::Capability(_)) => return 3,
-            _ => {}
-        }
-        if let Some(e) = cause.downcast_ref::<udamon_core::Error>() {
-            if matches!(e, udamon_core::Error::InvalidAttrs(_)) {
-                return 2;
-            }
-        }
-        if let Some(e) = cause.downcast_ref::<udamon_report::Error>() {
-            // What the user asked of the record, not what happened writing.
-            use udamon_report::Error as R;
-            match e {
-                R::Io(_) | R::Plot(_) | R::Source(_) => {}
-                R::Record(udamon_record::Error::Io { .. }) => {}
-                _ => return 2,
-            }
-        }
-        if let Some(e) = cause.downcast_ref::<udamon_record::Error>() {
-            // Reading or writing failed: a runtime failure, not bad input.
-            if !matches!(
-                e,
-                udamon_record::Error::Io { .. } | udamon_record::Error::Write(_)
-            ) {
-                return 2;
-            }
-        }
-    }
-    1
+    err.chain()
+        .filter_map(kind_of)
+        .find(|k| *k != ErrorKind::Failure)
+        .unwrap_or(ErrorKind::Failure)
+        .exit_code()
 }
 
 /// The error and its causes on one line, each said once (a cause already
@@ -131,7 +101,7 @@ fn main() -> ExitCode {
     // SAFETY: restoring a signal's default disposition at start-up, before
     // any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = cli::Cli::parse();
+    let cli = udamon_cli::Cli::parse();
     match cmd::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -144,6 +114,36 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_exit_code_comes_from_the_first_error_that_is_not_a_failure() {
+        let io = || std::io::Error::from_raw_os_error(5);
+        // A failure wrapping nothing else: 1.
+        let err = anyhow::Error::new(udamon_service::Error::Setup("bind".into()));
+        assert_eq!(exit_code(&err), 1);
+        // Bad input, also under a context: 2.
+        let err = anyhow::Error::new(udamon_report::Error::NoSnapshots).context("heatmap");
+        assert_eq!(exit_code(&err), 2);
+        let err = anyhow::Error::new(udamon_tune::Error::Record("not a record".into()));
+        assert_eq!(exit_code(&err), 2);
+        // A record read that failed inside a report error stays a failure.
+        let err = anyhow::Error::new(udamon_report::Error::Record(udamon_record::Error::Io {
+            path: "x.udr".into(),
+            source: io(),
+        }));
+        assert_eq!(exit_code(&err), 1);
+        // A missing capability: 3, whichever crate says so.
+        let err = anyhow::Error::new(udamon_kdamon::Error::Foreign {
+            path: "/sys/kernel/mm/damon/admin/kdamonds/0".into(),
+            state: "on".into(),
+            pid: "42".into(),
+        });
+        assert_eq!(exit_code(&err), 3);
+        let err = anyhow::Error::new(udamon_session::Error::Capability("no bitmap".into()));
+        assert_eq!(exit_code(&err), 3);
+        // An error that is not udamon's: 1.
+        assert_eq!(exit_code(&anyhow::Error::new(io())), 1);
+    }
 
     #[test]
     fn an_error_names_its_cause_once_in_plain_words() {

@@ -1,35 +1,12 @@
-//! Terminal conventions shared by every subcommand: colour, progress, JSON.
+//! Terminal conventions shared by every subcommand: progress, JSON.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::UsageError;
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    /// Colour when stdout is a terminal and NO_COLOR is not set.
-    #[default]
-    Auto,
-    Always,
-    Never,
-}
-
-impl ColorChoice {
-    pub fn enabled(self) -> bool {
-        match self {
-            ColorChoice::Always => true,
-            ColorChoice::Never => false,
-            ColorChoice::Auto => {
-                std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-                    && std::io::stdout().is_terminal()
-            }
-        }
-    }
-}
 
 static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
@@ -485,7 +462,7 @@ pub fn run_sim(
         stop,
         snapshot: None,
     };
-    let s = udamon_session::sim::run(run, out, hooks).map_err(crate::sim_error)?;
+    let s = udamon_session::sim::run(run, out, hooks)?;
     bar.finish();
     Ok(s)
 }
@@ -521,7 +498,7 @@ pub fn print_summary(s: &udamon_session::LiveSummary) {
     if let (Some(n), Some(p)) = (s.softdirty_resets, s.softdirty_reset_period) {
         println!(
             "  soft-dirty: {n} reset(s), {}",
-            reset_period(p.last, p.min, p.max)
+            udamon_report::summary::reset_period(p.last, p.min, p.max)
         );
     }
     if s.rss_start_kb.is_some() || s.rss_end_kb.is_some() {
@@ -534,24 +511,6 @@ pub fn print_summary(s: &udamon_session::LiveSummary) {
     }
     if let Some(o) = &s.output {
         println!("wrote {o} ({})", udamon_report::fmt_bytes(s.record_bytes));
-    }
-}
-
-/// "reset before every sample", "reset every 4 windows", "reset every 4
-/// windows at the end (2 to 6 over the run)".
-pub fn reset_period(last: u32, min: u32, max: u32) -> String {
-    let every = |n: u32| match n {
-        0 => "before every sample".to_string(),
-        1 => "every window".to_string(),
-        n => format!("every {n} windows"),
-    };
-    if min == max {
-        format!("reset {}", every(last))
-    } else {
-        format!(
-            "reset {} at the end ({min} to {max} over the run)",
-            every(last)
-        )
     }
 }
 

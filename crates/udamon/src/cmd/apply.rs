@@ -2,12 +2,12 @@
 
 use anyhow::Result;
 use serde::Serialize;
+use udamon_cli::{ApplyArgs, SchemesCommand};
 use udamon_core::schemes::Damos;
 use udamon_scheme_file::{to_json, to_toml};
 use udamon_session::sim::{RunSummary, SimRun};
 use udamon_sim::MonitorKind;
 
-use crate::cli::{ApplyArgs, SchemesCommand};
 use crate::inputs::{read_schemes, read_spec, refuse_ops_with_sim, run_duration};
 use crate::live::run_from_args;
 use crate::output::{print_json, print_scheme_table, print_summary, run_sim};

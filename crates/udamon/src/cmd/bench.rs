@@ -4,9 +4,8 @@
 
 use anyhow::{Context, Result};
 use udamon_bench::{Options, Sink};
-use udamon_session::sim::SimError;
+use udamon_cli::BenchArgs;
 
-use crate::cli::BenchArgs;
 use crate::output::{print_json, Progress};
 
 /// The bench's lines: tables on stdout, notes on stderr, nothing of them
@@ -45,24 +44,6 @@ impl Sink for Terminal {
     }
 }
 
-/// A bench error as the rest of the binary has its errors: a bad part is
-/// a usage error, a simulated run's or the tuner's error maps as `record
-/// --sim`'s and `tune`'s do, another crate's error keeps its type (and so
-/// its exit code).
-fn bench_err(e: udamon_bench::Error) -> anyhow::Error {
-    match e {
-        udamon_bench::Error::Usage(m) => crate::UsageError(m).into(),
-        udamon_bench::Error::Inner(cause) => match cause.downcast::<SimError>() {
-            Ok(e) => crate::sim_error(*e),
-            Err(cause) => match cause.downcast::<udamon_tune::Error>() {
-                Ok(e) => crate::tune_error(*e),
-                Err(cause) => anyhow::anyhow!(cause),
-            },
-        },
-        e => e.into(),
-    }
-}
-
 pub fn run(a: BenchArgs) -> Result<()> {
     let opts = Options {
         quick: a.quick,
@@ -73,7 +54,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         json: a.json,
         bar: None,
     };
-    let report = udamon_bench::run(&opts, &mut sink).map_err(bench_err)?;
+    let report = udamon_bench::run(&opts, &mut sink)?;
     if a.json {
         print_json(&report)?;
     }

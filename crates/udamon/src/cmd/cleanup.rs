@@ -1,9 +1,9 @@
 //! `udamon cleanup`: remove a kdamond a dead udamon run left behind.
 
 use anyhow::Result;
+use udamon_cli::CleanupArgs;
 use udamon_kdamon::claim;
 
-use crate::cli::CleanupArgs;
 use crate::output::print_json;
 
 pub fn run(a: CleanupArgs) -> Result<()> {
@@ -17,7 +17,7 @@ pub fn run(a: CleanupArgs) -> Result<()> {
                 "ops": c.ops,
                 "target_pids": c.target_pids,
             }),
-            Err(why) => serde_json::json!({ "removed": false, "reason": why }),
+            Err(why) => serde_json::json!({ "removed": false, "reason": why.to_string() }),
         });
     }
     match r {

@@ -5,11 +5,11 @@
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
+use udamon_cli::CutArgs;
 use udamon_record::{Entry, Writer};
 use udamon_report::Selected;
 
-use super::report::selected;
-use crate::cli::CutArgs;
+use crate::inputs::{open, selected};
 use crate::output::{print_json, WholeFile};
 use crate::UsageError;
 
@@ -34,7 +34,7 @@ pub fn run(a: CutArgs) -> Result<()> {
         ));
     }
     crate::output::check_output("--output", &a.output, &[&a.record], &[])?;
-    let reader = super::report::open(&a.record)?;
+    let reader = open(&a.record)?;
     let frames = reader.frames();
     let with_snapshots = || frames.iter().filter(|f| f.nr_snapshots > 0);
     let Some(origin) = with_snapshots().next().map(|f| f.first_start_us) else {

@@ -3,12 +3,12 @@
 use std::io::{self, BufWriter, Write};
 
 use anyhow::Result;
+use udamon_cli::DemoArgs;
 use udamon_report::{fmt_bytes, fmt_us};
 use udamon_report::{heatmap, wss, HeatmapFormat, HeatmapOptions, ImageOptions, WssOptions};
 use udamon_session::sim::SimRun;
 use udamon_sim::{AccuracyAcc, AccuracyOptions, Workload, DEMO_SPEC};
 
-use crate::cli::DemoArgs;
 use crate::inputs::{open_record, sim_model, title};
 use crate::output::{print_accuracy, run_sim};
 

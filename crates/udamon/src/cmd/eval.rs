@@ -1,116 +1,76 @@
-//! `udamon eval`: the command line's side of udamon-eval (suite, progress,
-//! the summary), and the simulator behind its simulated workloads.
+//! `udamon eval`: the command line's side of udamon-eval (its flags, the
+//! signals, progress, the tables and charts written and the summary
+//! printed); the evaluation itself is `udamon_eval::harness`.
 
-use std::path::Path;
+use std::cell::Cell;
+use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
-use udamon_core::schemes::Damos;
-use udamon_core::Attrs;
-use udamon_eval::{Event, Machine, Options, Outcome, SimFigures, SimRunner, Store, Suite};
-use udamon_session::sim::{self, Hooks, Prepared, Setup};
+use anyhow::Result;
+use udamon_cli::EvalArgs;
+use udamon_eval::harness::{Ended, Evaluation, Hooks, Request};
+use udamon_eval::{Event, Options};
 
-use crate::cli::EvalArgs;
 use crate::output::{print_json, replace_whole, WholeFile};
-use crate::UsageError;
-
-fn eval_err(e: udamon_eval::Error) -> anyhow::Error {
-    match e {
-        udamon_eval::Error::Usage(m) => UsageError(m).into(),
-        udamon_eval::Error::Other(m) => anyhow::anyhow!(m),
-    }
-}
-
-/// Simulated workloads run on udamon's simulator, at default attributes;
-/// repeat N uses the spec's seed + N.
-struct Simulator;
-
-impl SimRunner for Simulator {
-    fn run(
-        &mut self,
-        spec: &Path,
-        duration_us: Option<u64>,
-        schemes: &[Damos],
-        repeat: u32,
-    ) -> Result<SimFigures, String> {
-        let text = std::fs::read_to_string(spec).map_err(|e| format!("{}: {e}", spec.display()))?;
-        let origin = spec.display().to_string();
-        // The spec's seed (else 0) + the repeat.
-        let mut p =
-            Prepared::from_spec(&text, &origin, None, duration_us).map_err(|e| e.to_string())?;
-        p.seed += u64::from(repeat);
-        let setup = Setup {
-            schemes: schemes.to_vec(),
-            ..Setup::adaptive(Attrs::default())
-        };
-        let cpu0 = udamon_session::self_cpu_s();
-        let s = sim::run_prepared(&p, &setup, false, None, Hooks::default())
-            .map_err(|e| format!("{:#}", crate::sim_error(e)))?;
-        let num = |k: &str| s.metrics.get(k).and_then(|v| v.as_f64());
-        Ok(SimFigures {
-            runtime_s: num("runtime_s").unwrap_or(s.simulated_s),
-            rss_avg_kb: num("rss_avg_bytes").map(|b| b / 1024.0),
-            rss_peak_kb: num("rss_peak_bytes").map(|b| (b / 1024.0) as u64),
-            faults: num("faults").map(|f| f as u64),
-            cpu_s: udamon_session::self_cpu_s() - cpu0,
-        })
-    }
-}
 
 pub fn run(a: EvalArgs) -> Result<()> {
-    let mut suite = Suite::load(&a.suite).map_err(eval_err)?;
-    if let Some(n) = a.repeats {
-        if n == 0 || n > 1000 {
-            return Err(UsageError(format!("--repeats {n}: give 1 to 1000")).into());
-        }
-        suite.repeats = n;
-    }
-    if a.report {
-        let store = Store::read(&a.output).map_err(eval_err)?;
-        if store.results.is_empty() {
-            return Err(UsageError(format!(
-                "{}: no saved results: run `udamon eval {}` first",
-                a.output.display(),
-                a.suite.display()
-            ))
-            .into());
-        }
-        return finish(&a, &suite, &store, false).map(drop);
-    }
-    let opts = Options {
-        only_workloads: a.workloads.clone(),
-        only_configs: a.configs.clone(),
-        retry_failed: a.retry_failed,
+    let req = Request {
+        suite: a.suite.clone(),
+        output: a.output.clone(),
+        repeats: a.repeats,
+        report_only: a.report,
+        options: Options {
+            only_workloads: a.workloads.clone(),
+            only_configs: a.configs.clone(),
+            retry_failed: a.retry_failed,
+        },
+        root: a.root.clone(),
     };
-    // Everything asked is checked before the results directory is made.
-    udamon_eval::check(&suite, &opts).map_err(eval_err)?;
-    let mut store = Store::open(&a.output, &suite).map_err(eval_err)?;
-    crate::stop::install();
-    let udamon =
-        std::env::current_exe().context("cannot find udamon's own binary for the monitors")?;
-    let thp_path = a.root.join("sys/kernel/mm/transparent_hugepage/enabled");
-    // Each run restores the THP setting it changed; a second signal exits
-    // at once, so it restores the setting the evaluation started with.
-    let touches_thp = suite.thp.is_some()
-        || suite
-            .configs
-            .iter()
-            .any(|(_, c)| matches!(c, udamon_eval::Config::Thp));
-    if let Some(mode) = udamon_eval::run::thp_mode(&thp_path).filter(|_| touches_thp) {
-        let p = thp_path.clone();
-        crate::stop::on_force(Some(Box::new(move || {
-            let _ = std::fs::write(&p, &mode);
-        })));
-    }
-    let machine = Machine {
-        udamon: &udamon,
-        damo: udamon_eval::find_damo(&suite),
-        root: Path::new("/"),
-        thp_path: &thp_path,
-        stop: &crate::stop::requested,
+    let t0 = Cell::new(Instant::now());
+    let mut starting = |restore: Option<(PathBuf, String)>| {
+        crate::stop::install();
+        // A second signal exits at once: the THP setting the evaluation
+        // started with is written back then.
+        if let Some((p, mode)) = restore {
+            crate::stop::on_force(Some(Box::new(move || {
+                let _ = std::fs::write(&p, &mode);
+            })));
+        }
+        t0.set(Instant::now());
     };
-    let t0 = Instant::now();
-    let mut progress = |e: Event| match e {
+    let mut progress = |e: Event| print_event(e, t0.get());
+    let ev = udamon_eval::harness::eval(
+        &req,
+        Hooks {
+            starting: &mut starting,
+            stop: &crate::stop::requested,
+            progress: &mut progress,
+        },
+    )?;
+    match ev.ended {
+        Ended::Report => finish(&a, &ev, false).map(drop),
+        Ended::Interrupted => {
+            eprintln!(
+                "udamon: interrupted; the run under way was dropped, {} finished run(s) are saved in {}. Run the same command again to resume.",
+                ev.store.results.len(),
+                a.output.display()
+            );
+            finish(&a, &ev, true)?;
+            std::process::exit(130);
+        }
+        Ended::Finished => {
+            let summary = finish(&a, &ev, false)?;
+            // The summary above has the details of a failure.
+            ev.check_failures(&summary)?;
+            Ok(())
+        }
+    }
+}
+
+/// One line on stderr per run started, tuning run done and run done;
+/// times since `t0`.
+fn print_event(e: Event, t0: Instant) {
+    match e {
         Event::Start {
             index,
             total,
@@ -165,49 +125,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
                 eprintln!("    warning: {w}");
             }
         }
-    };
-    let outcome = udamon_eval::evaluate(
-        &suite,
-        &mut store,
-        &opts,
-        &machine,
-        &mut Simulator,
-        &mut progress,
-    )
-    .map_err(eval_err)?;
-    if let Outcome::Interrupted = outcome {
-        eprintln!(
-            "udamon: interrupted; the run under way was dropped, {} finished run(s) are saved in {}. Run the same command again to resume.",
-            store.results.len(),
-            a.output.display()
-        );
-        finish(&a, &suite, &store, true)?;
-        std::process::exit(130);
     }
-    let summary = finish(&a, &suite, &store, false)?;
-    // A workload none of whose runs worked measured nothing: a failure,
-    // said with its reasons (the summary above has the details).
-    let failed: Vec<String> = summary
-        .failed_workloads()
-        .into_iter()
-        .filter(|(w, _)| {
-            opts.only_workloads.is_empty() || opts.only_workloads.iter().any(|x| x == w)
-        })
-        .map(|(w, why)| format!("{w} ({})", why.join("; ")))
-        .collect();
-    if !failed.is_empty() {
-        anyhow::bail!(
-            "every run of {} failed: {} (the results are in {}; --retry-failed runs them again)",
-            if failed.len() == 1 {
-                "a workload"
-            } else {
-                "some workloads"
-            },
-            failed.join(", "),
-            a.output.display()
-        );
-    }
-    Ok(())
 }
 
 fn elapsed(s: u64) -> String {
@@ -215,26 +133,21 @@ fn elapsed(s: u64) -> String {
 }
 
 /// Writes results.tsv and the charts (each whole), and prints the summary.
-fn finish(
-    a: &EvalArgs,
-    suite: &Suite,
-    store: &Store,
-    partial: bool,
-) -> Result<udamon_eval::Summary> {
-    let summary = udamon_eval::summarise(suite, &store.results);
-    let dir = &store.dir;
+fn finish(a: &EvalArgs, ev: &Evaluation, partial: bool) -> Result<udamon_eval::Summary> {
+    let summary = ev.summary();
+    let dir = &ev.store.dir;
     let tsv = dir.join("results.tsv");
     // Made again from the results each time: no `.old` kept.
-    replace_whole(&tsv, udamon_eval::table::tsv(suite, &summary).as_bytes())?;
+    replace_whole(
+        &tsv,
+        udamon_eval::table::tsv(&ev.suite, &summary).as_bytes(),
+    )?;
     let mut charts = Vec::new();
-    for (fig, file, title) in [
-        ("perf", "perf.svg", "performance relative to orig"),
-        ("rss.avg", "rss.svg", "average RSS relative to orig"),
-    ] {
+    for (fig, file, title) in udamon_eval::plot::CHARTS {
         let p = dir.join(file);
         let (out, f) = WholeFile::create(&p)?;
         drop(f);
-        if udamon_eval::plot::bars(&summary, fig, title, out.path()).map_err(eval_err)? {
+        if udamon_eval::plot::bars(&summary, fig, title, out.path())? {
             out.replace()?;
             charts.push(p);
         }

@@ -6,9 +6,9 @@ use std::ops::ControlFlow;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
+use udamon_cli::{ExportArgs, ExportFormatArg};
 use udamon_damo::ExportFormat;
 
-use crate::cli::{ExportArgs, ExportFormatArg};
 use crate::output::{print_json, Progress, WholeFile};
 
 #[derive(Serialize)]
@@ -22,7 +22,7 @@ struct ExportSummary {
 
 pub fn run(a: ExportArgs) -> Result<()> {
     crate::output::check_output("--output", &a.output, &[&a.record], &[])?;
-    let reader = super::report::open(&a.record)?;
+    let reader = crate::inputs::open(&a.record)?;
     let format = match a.format {
         ExportFormatArg::DamoJsonCompressed => ExportFormat::JsonCompressed,
         ExportFormatArg::DamoJson => ExportFormat::Json,

@@ -1,8 +1,8 @@
 //! `udamon features`.
 
 use anyhow::Result;
+use udamon_cli::FeaturesArgs;
 
-use crate::cli::FeaturesArgs;
 use crate::output::print_json;
 use udamon_session::features::probe;
 

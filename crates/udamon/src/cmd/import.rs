@@ -7,8 +7,8 @@ use std::ops::ControlFlow;
 
 use anyhow::Result;
 use serde::Serialize;
+use udamon_cli::ImportArgs;
 
-use crate::cli::ImportArgs;
 use crate::output::{print_json, Progress, WholeFile};
 use crate::UsageError;
 
@@ -52,7 +52,6 @@ pub fn run(a: ImportArgs) -> Result<()> {
             ))
             .into())
         }
-        Err(e @ udamon_damo::Error::Format { .. }) => return Err(UsageError(e.to_string()).into()),
         Err(e) => return Err(e.into()),
         Ok(imp) => imp,
     };

@@ -21,8 +21,8 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 use clap::CommandFactory;
+use udamon_cli::{Cli, Command, ManArgs, ReportCommand};
 
-use crate::cli::{Cli, Command, ManArgs};
 use crate::UsageError;
 
 pub fn run(cli: Cli) -> Result<()> {
@@ -31,7 +31,16 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Record(a) => record::run(a),
         Command::Apply(a) => apply::run(a),
         Command::Schemes(c) => apply::schemes(c),
-        Command::Report(r) => report::run(r),
+        Command::Report(r) => match r {
+            ReportCommand::Heatmap(a) => report::heatmap_cmd(a),
+            ReportCommand::Html(a) => report_html::run(a),
+            ReportCommand::Wss(a) => report::wss_cmd(a),
+            ReportCommand::Hot(a) => report::hot_cmd(a),
+            ReportCommand::Raw(a) => report::raw_cmd(a),
+            ReportCommand::Accuracy(a) => report::accuracy_cmd(a),
+            ReportCommand::Stats(a) => report::stats_cmd(a),
+            ReportCommand::Summary(a) => report::summary_cmd(a),
+        },
         Command::Features(a) => features::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Cleanup(a) => cleanup::run(a),

@@ -1,11 +1,11 @@
 //! `udamon record`: run a monitor over a workload and write a record.
 
 use anyhow::Result;
+use udamon_cli::RecordArgs;
 use udamon_core::Mode;
 use udamon_session::sim::{RunSummary, SimRun};
 use udamon_sim::MonitorKind;
 
-use crate::cli::RecordArgs;
 use crate::inputs::{read_spec, refuse_ops_with_sim, run_duration};
 use crate::live::run_from_args;
 use crate::output::{print_json, print_summary, run_sim};

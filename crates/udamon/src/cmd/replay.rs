@@ -4,21 +4,20 @@
 //! recorded workload (`udamon_tune::whatif`); this is its command line.
 
 use anyhow::Result;
+use udamon_cli::ReplayArgs;
 use udamon_tune::plan::Spec;
 use udamon_tune::whatif::{predict, Check, Prediction, WhatIf};
 use udamon_tune::Metrics;
 
-use crate::cli::ReplayArgs;
 use crate::inputs::{open, read_schemes, run_duration};
 use crate::output::print_json;
-use crate::tune_error;
 
 pub fn run(a: ReplayArgs) -> Result<()> {
     // The attribute flags are checked as `record` checks them, whether or
     // not a run uses them.
     let attrs = a.attrs.attrs()?;
     let schemes = read_schemes(&a.schemes)?;
-    let score = a.score.options().build().map_err(tune_error)?;
+    let score = a.score.options().build()?;
     // A damaged record replays its readable part: `open` says so.
     let reader = open(&a.record)?;
     let check = if a.check {
@@ -37,8 +36,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
         score: &score,
         seed: a.seed,
         check,
-    })
-    .map_err(tune_error)?;
+    })?;
     if a.json {
         return print_json(&report);
     }

@@ -3,10 +3,10 @@
 use std::io::{BufWriter, Write};
 
 use anyhow::{bail, Context, Result};
+use udamon_cli::HtmlArgs;
 use udamon_report::html::{self, HtmlOptions};
 
-use super::report::{address_range_arg, open, target_arg, time_range_arg, title};
-use crate::cli::HtmlArgs;
+use crate::inputs::{open, target_arg, title};
 use crate::output::WholeFile;
 use crate::UsageError;
 
@@ -20,8 +20,8 @@ pub fn run(a: HtmlArgs) -> Result<()> {
     let reader = open(&a.file)?;
     let opts = HtmlOptions {
         target: target_arg(&reader, a.select.target)?,
-        time_range: time_range_arg(a.select.time_range.as_deref())?,
-        address_range: address_range_arg(a.select.address_range.as_deref())?,
+        time_range: a.select.time_range()?,
+        address_range: a.select.address_range()?,
         ..HtmlOptions::default()
     };
     crate::output::check_output("--output", &a.output, &[&a.file], &[])?;

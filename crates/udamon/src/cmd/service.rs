@@ -4,10 +4,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Result;
+use udamon_cli::{CtlArgs, CtlRequest, RunArgs};
 use udamon_service::log::{self, Level};
 use udamon_service::{Check, Options, Verdict};
 
-use crate::cli::{CtlArgs, CtlRequest, RunArgs};
 use crate::output::print_json;
 use crate::{CapabilityError, UsageError};
 
@@ -24,7 +24,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         allow_insecure_files: a.allow_insecure_files,
     };
     if a.check {
-        let c = udamon_service::check(&a.config, &opts).map_err(usage)?;
+        let c = udamon_service::check(&a.config, &opts)?;
         if a.json {
             print_json(&c)?;
         } else {
@@ -40,18 +40,8 @@ pub fn run(a: RunArgs) -> Result<()> {
             Verdict::Setup => Err(anyhow::anyhow!(say("the service could not start"))),
         };
     }
-    udamon_service::run(&a.config, &opts, Arc::new(AtomicBool::new(false))).map_err(usage)?;
+    udamon_service::run(&a.config, &opts, Arc::new(AtomicBool::new(false)))?;
     Ok(())
-}
-
-/// Config errors are the user's to fix (exit 2), a job the machine cannot
-/// run is a missing capability (exit 3), the rest a failure (exit 1).
-fn usage(e: udamon_service::ServiceError) -> anyhow::Error {
-    match e {
-        udamon_service::ServiceError::Config(c) => UsageError(c.to_string()).into(),
-        udamon_service::ServiceError::Capability(c) => CapabilityError(c).into(),
-        e => anyhow::Error::new(e),
-    }
 }
 
 fn print_check(c: &Check) {
@@ -112,7 +102,7 @@ pub fn ctl(a: CtlArgs) -> Result<()> {
         CtlRequest::Status => "status",
         CtlRequest::Reload => "reload",
     };
-    let v = udamon_service::ctl_request(&a.socket, request).map_err(|e| anyhow::anyhow!(e))?;
+    let v = udamon_service::ctl_request(&a.socket, request)?;
     if a.json {
         return print_json(&v);
     }

@@ -2,10 +2,10 @@
 //! tiering schemes for them.
 
 use anyhow::Result;
+use udamon_cli::TopologyArgs;
 use udamon_report::fmt_bytes;
 use udamon_session::topology::{discover, tiering_schemes, Space, TieringParams, Topology};
 
-use crate::cli::TopologyArgs;
 use crate::output::print_json;
 use crate::UsageError;
 

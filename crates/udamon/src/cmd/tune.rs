@@ -4,15 +4,15 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use udamon_cli::TuneArgs;
 use udamon_core::schemes::Damos;
 use udamon_scheme_file::parse_file;
 use udamon_tune::plan::{self, Mode, Plan, Spec};
 use udamon_tune::{default_threads, Knob, Sample, Tuned};
 
-use crate::cli::TuneArgs;
 use crate::inputs::{open, run_duration};
 use crate::output::{check_output, print_json, Progress, WholeFile};
-use crate::{tune_error, UsageError};
+use crate::UsageError;
 
 pub fn run(a: TuneArgs) -> Result<()> {
     let schemes = parse_file(&a.schemes)?;
@@ -22,8 +22,7 @@ pub fn run(a: TuneArgs) -> Result<()> {
         &a.knob,
         a.range.as_deref(),
         a.step.as_deref(),
-    )
-    .map_err(tune_error)?;
+    )?;
     let attrs = a.attrs.attrs()?;
     let duration_us = run_duration(a.duration.as_deref())?;
     // Tuning can take hours: make sure its results can be written first.
@@ -36,13 +35,13 @@ pub fn run(a: TuneArgs) -> Result<()> {
     .flatten()
     .collect();
     if let Some(p) = &a.plot {
-        udamon_tune::plot::is_png(p).map_err(tune_error)?;
+        udamon_tune::plot::is_png(p)?;
         check_output("--plot", p, &inputs, a.output.as_deref().as_slice())?;
     }
     if let Some(p) = &a.output {
         check_output("--output", p, &inputs, a.plot.as_deref().as_slice())?;
     }
-    let score = a.score.options().build().map_err(tune_error)?;
+    let score = a.score.options().build()?;
     let threads = a.threads.unwrap_or_else(default_threads);
     let reader;
     let (mode, what) = if let Some(rec) = &a.replay {
@@ -81,13 +80,12 @@ pub fn run(a: TuneArgs) -> Result<()> {
             b.set_len(total);
             b.set(done);
         }
-    })
-    .map_err(tune_error)?;
+    })?;
     if let Some(b) = bar {
         b.finish();
     }
     if a.json {
-        let mut v = tuned.to_json(&knob).map_err(tune_error)?;
+        let mut v = tuned.to_json(&knob)?;
         if let Some(m) = v.as_object_mut() {
             m.insert(
                 "output".into(),
@@ -108,11 +106,10 @@ pub fn run(a: TuneArgs) -> Result<()> {
         crate::output::write_whole(p, tuned.schemes_toml().as_bytes())?;
     }
     if let Some(p) = &a.plot {
-        let png = udamon_tune::plot::is_png(p).map_err(tune_error)?;
+        let png = udamon_tune::plot::is_png(p)?;
         let (out, file) = WholeFile::create(p)?;
         drop(file);
         udamon_tune::plot::write_as(&tuned, &knob, &[], out.path(), png)
-            .map_err(tune_error)
             .with_context(|| format!("cannot write {}", p.display()))?;
         out.commit()?;
     }

@@ -1,17 +1,78 @@
-//! The command line, defined once: doc comments are the help text.
+//! udamon's command line, defined once: doc comments are the help text,
+//! and the binary makes its man pages and shell completions from
+//! [`Cli::command`](clap::CommandFactory::command).
+//!
+//! Role: the clap types of every subcommand and flag, their value parsers,
+//! and the conversions of flags into library types ([`AttrsArgs::attrs`],
+//! [`ScoreArgs::options`], [`TuneArgs::budget`], [`SelectArgs::time_range`],
+//! ...). A flag value that cannot be used is a [`UsageError`] naming the
+//! flag. Nothing here reads a file or runs anything: the `udamon` binary
+//! parses, calls one library entry point per command and prints.
 
+use std::io::IsTerminal;
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
-use udamon_report::heatmap::{HEIGHT_RANGE, WIDTH_RANGE};
-use udamon_report::{HotOptions, ImageOptions};
-
-use crate::inputs::duration_arg;
-use crate::output::ColorChoice;
-use crate::UsageError;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use udamon_core::units::{
+    parse_address, parse_duration_us, parse_range, parse_size, Fraction, UnitError, UnitErrorKind,
+};
 use udamon_core::{Attrs, IntervalsGoal};
+use udamon_report::heatmap::{HEIGHT_RANGE, WIDTH_RANGE};
+use udamon_report::{HeatmapFormat, HotOptions, ImageOptions, WssOptions};
 use udamon_session::OpsChoice;
+
+/// A usage or input error (bad flag value, bad spec, bad file): exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A duration flag's value (`5ms`, `10s`), in microseconds.
+pub fn duration_arg(flag: &str, s: &str) -> Result<u64, UsageError> {
+    parse_duration_us(s, Fraction::Round).map_err(|m| UsageError(format!("--{flag}: {m}")))
+}
+
+/// Parses "START-END" with `parse` for each side.
+fn range_arg(
+    flag: &str,
+    s: &str,
+    parse: impl Fn(&str) -> Result<u64, UnitError>,
+) -> Result<(u64, u64), UsageError> {
+    parse_range(s, parse).map_err(|e| match e.kind {
+        // The range as a whole: its message names it.
+        UnitErrorKind::NotARange | UnitErrorKind::EmptyRange => UsageError(format!("--{flag} {e}")),
+        _ => UsageError(format!("--{flag}: {e}")),
+    })
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when stdout is a terminal and NO_COLOR is not set.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    pub fn enabled(self) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                    && std::io::stdout().is_terminal()
+            }
+        }
+    }
+}
 
 /// Data access monitoring and access-aware memory management (DAMON and
 /// DAMOS) in user space.
@@ -181,7 +242,7 @@ pub struct AttrsArgs {
 
 impl AttrsArgs {
     /// The attributes the flags give, validated.
-    pub fn attrs(&self) -> anyhow::Result<Attrs> {
+    pub fn attrs(&self) -> Result<Attrs, UsageError> {
         let sample_us = duration_arg("sample", &self.sample)?;
         let mut attrs = Attrs {
             sample_us,
@@ -351,6 +412,25 @@ pub struct SelectArgs {
     pub target: Option<u32>,
 }
 
+impl SelectArgs {
+    /// `--time-range START-END`: durations since the record's start, in
+    /// microseconds.
+    pub fn time_range(&self) -> Result<Option<(u64, u64)>, UsageError> {
+        self.time_range
+            .as_deref()
+            .map(|s| range_arg("time-range", s, |t| parse_duration_us(t, Fraction::Round)))
+            .transpose()
+    }
+
+    /// `--address-range START-END`: hex addresses or sizes.
+    pub fn address_range(&self) -> Result<Option<(u64, u64)>, UsageError> {
+        self.address_range
+            .as_deref()
+            .map(|s| range_arg("address-range", s, parse_address))
+            .transpose()
+    }
+}
+
 const RAW_TIME_RANGE: &str =
     "Only the snapshots whose windows overlap START-END, durations since the \
     record's start (e.g. 60s-2m), and the entries recorded meanwhile";
@@ -456,6 +536,40 @@ pub struct HtmlArgs {
     pub select: SelectArgs,
 }
 
+impl HeatmapArgs {
+    /// `--resol TIMExADDR`: the time and address bins, when given.
+    pub fn bins(&self) -> Result<(Option<usize>, Option<usize>), UsageError> {
+        let Some(s) = &self.resol else {
+            return Ok((None, None));
+        };
+        let bad = || UsageError(format!("--resol {s}: expected TIMExADDR bins, like 40x80"));
+        let (t, a) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+        Ok((
+            Some(t.trim().parse().map_err(|_| bad())?),
+            Some(a.trim().parse().map_err(|_| bad())?),
+        ))
+    }
+
+    /// What to write: the image `--output` names (by its extension), else
+    /// JSON with `--json`, else text.
+    pub fn format(&self) -> Result<HeatmapFormat, UsageError> {
+        Ok(match &self.output {
+            Some(p) => match p.extension().and_then(|e| e.to_str()) {
+                Some("png") => HeatmapFormat::Png,
+                Some("svg") => HeatmapFormat::Svg,
+                _ => {
+                    return Err(UsageError(format!(
+                        "{}: the image name must end in .png or .svg",
+                        p.display()
+                    )))
+                }
+            },
+            None if self.json => HeatmapFormat::Json,
+            None => HeatmapFormat::Text,
+        })
+    }
+}
+
 /// A value parser for an image dimension in `range` pixels.
 fn pixels(range: &RangeInclusive<u32>) -> clap::builder::RangedI64ValueParser<u32> {
     clap::value_parser!(u32).range(i64::from(*range.start())..=i64::from(*range.end()))
@@ -489,6 +603,20 @@ pub struct WssArgs {
     pub select: SelectArgs,
 }
 
+impl WssArgs {
+    /// The report's options, for `target` (checked against the record).
+    pub fn options(&self, target: Option<u32>) -> Result<WssOptions, UsageError> {
+        Ok(WssOptions {
+            percentiles: self.percentiles.iter().map(|&p| f64::from(p)).collect(),
+            acc_thres: self.acc_thres,
+            sz_thres: parse_size(&self.sz_thres, Fraction::Round)
+                .map_err(|m| UsageError(format!("--sz-thres: {m}")))?,
+            skip: self.skip,
+            target,
+        })
+    }
+}
+
 #[derive(Args, Debug)]
 #[command(mut_arg("time_range", |a| a.help(HOT_TIME_RANGE)))]
 #[command(mut_arg("target", |a| a.help(HOT_TARGET)))]
@@ -510,6 +638,24 @@ pub struct HotArgs {
     pub aggregate: bool,
     #[command(flatten)]
     pub select: SelectArgs,
+}
+
+impl HotArgs {
+    /// The report's options, for `target` (checked against the record).
+    pub fn options(&self, target: Option<u32>) -> Result<HotOptions, UsageError> {
+        Ok(HotOptions {
+            at_us: self
+                .at
+                .as_deref()
+                .map(|s| duration_arg("at", s))
+                .transpose()?,
+            aggregate: self.aggregate,
+            // Without --aggregate the selection's last snapshot is shown.
+            time_range: self.select.time_range()?.filter(|_| self.aggregate),
+            top: self.top,
+            target,
+        })
+    }
 }
 
 #[derive(Args, Debug)]
