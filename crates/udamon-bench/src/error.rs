@@ -84,16 +84,7 @@ inner!(
 );
 
 /// An error and its causes on one line, each after ": ".
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
-}
+pub(crate) use udamon_core::error_chain as chain;
 
 /// Says what was being done when an error came, or that a value was
 /// missing.

@@ -87,6 +87,18 @@ impl ErrorKind {
     }
 }
 
+/// An error and each of its causes on one line, joined by ": ".
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
 /// Errors of the core.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Error {
@@ -106,5 +118,27 @@ impl Error {
             Error::InvalidAttrs(_) => ErrorKind::Usage,
             Error::NoRegions | Error::Backend(_) => ErrorKind::Failure,
         }
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn an_error_is_said_with_its_causes() {
+        let e = Outer(std::io::Error::other("inner"));
+        assert_eq!(super::error_chain(&e), "outer: inner");
+    }
+
+    #[test]
+    fn each_kind_has_its_exit_code() {
+        use super::ErrorKind as K;
+        assert_eq!(
+            [K::Usage, K::Capability, K::Failure].map(K::exit_code),
+            [2, 3, 1]
+        );
     }
 }

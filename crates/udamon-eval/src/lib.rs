@@ -67,7 +67,7 @@ pub trait SimRunner {
         duration_us: Option<u64>,
         schemes: &[Damos],
         repeat: u32,
-    ) -> Result<SimFigures, String>;
+    ) -> Result<SimFigures, Error>;
 }
 
 /// Which runs to do.
@@ -435,7 +435,7 @@ fn sim_run(
             r.pgmajfault = f.faults;
             r.monitor_cpu_s = (!matches!(config, Config::Orig)).then_some(f.cpu_s);
         }
-        Err(e) => r.fail(e),
+        Err(e) => r.fail(e.to_string()),
     }
     Ok(r)
 }
