@@ -6,7 +6,7 @@
 use serde::Serialize;
 use udamon_core::softdirty::SoftDirtyReset;
 use udamon_core::Attrs;
-use udamon_session::sim::{RunSummary, SimRun};
+use udamon_session::sim::RunSummary;
 use udamon_sim::MonitorKind;
 
 use crate::error::{chain, Result};
@@ -104,17 +104,15 @@ pub fn softdirty(quick: bool, sink: &mut dyn Sink) -> Result<Vec<AccuracyRow>> {
             SoftDirtyReset::Windows(4),
             SoftDirtyReset::Windows(16),
         ] {
-            let r = SimRun {
-                softdirty_reset: reset,
-                ..bench_run(
-                    spec,
-                    name,
-                    duration,
-                    Attrs::default(),
-                    MonitorKind::Adaptive,
-                    true,
-                )
-            };
+            let mut r = bench_run(
+                spec,
+                name,
+                duration,
+                Attrs::default(),
+                MonitorKind::Adaptive,
+                true,
+            );
+            r.setup.softdirty_reset = reset;
             let s = run(&r, None, sink)?;
             let mut r = row(name, s);
             r.monitor = format!("reset {reset}");

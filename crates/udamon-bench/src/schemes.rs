@@ -4,7 +4,6 @@
 
 use serde::Serialize;
 use udamon_core::Attrs;
-use udamon_session::sim::SimRun;
 use udamon_sim::MonitorKind;
 
 use crate::error::Result;
@@ -61,17 +60,15 @@ pub fn schemes(quick: bool, sink: &mut dyn Sink) -> Result<Vec<SchemeRow>> {
             let schemes = udamon_scheme_file::parse(text, config, None)?;
             // orig: no monitoring at all; rec: monitoring, no scheme. The
             // simulator charges monitoring no cost, so both run the engine.
-            let r = SimRun {
-                schemes,
-                ..bench_run(
-                    spec,
-                    name,
-                    duration,
-                    Attrs::default(),
-                    MonitorKind::Adaptive,
-                    false,
-                )
-            };
+            let mut r = bench_run(
+                spec,
+                name,
+                duration,
+                Attrs::default(),
+                MonitorKind::Adaptive,
+                false,
+            );
+            r.setup.schemes = schemes;
             let s = run(&r, None, sink)?;
             let num = |k: &str| s.metrics.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
             let (rss, rt) = (num("rss_avg_bytes"), num("runtime_s"));

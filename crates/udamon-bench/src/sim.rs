@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use udamon_core::Attrs;
-use udamon_session::sim::{self, Hooks, RunSummary, SimError, SimRun};
+use udamon_session::sim::{self, Hooks, RunSummary, Setup, SimError, SimRun};
 use udamon_sim::MonitorKind;
 
 use crate::Sink;
@@ -21,8 +21,10 @@ pub(crate) fn bench_run<'a>(
 ) -> SimRun<'a> {
     SimRun {
         duration_us,
-        attrs,
-        kind,
+        setup: Setup {
+            kind,
+            ..Setup::adaptive(attrs)
+        },
         score,
         ..SimRun::new(spec, origin)
     }
@@ -84,17 +86,16 @@ mod tests {
         assert_eq!(seen.progress.len(), 21);
         assert_eq!(seen.ends, 1);
         // A run that cannot be made ends its progress too.
-        let r = SimRun {
-            schemes: udamon_scheme_file::parse("4K max 0 0 10m max pageout", "x", None).unwrap(),
-            ..bench_run(
-                udamon_sim::DEMO_SPEC,
-                "demo",
-                Some(2_000_000),
-                Attrs::default(),
-                MonitorKind::FullScan,
-                true,
-            )
-        };
+        let mut r = bench_run(
+            udamon_sim::DEMO_SPEC,
+            "demo",
+            Some(2_000_000),
+            Attrs::default(),
+            MonitorKind::FullScan,
+            true,
+        );
+        r.setup.schemes =
+            udamon_scheme_file::parse("4K max 0 0 10m max pageout", "x", None).unwrap();
         match run(&r, None, &mut seen) {
             Err(e) => assert!(e.to_string().contains("not --full-scan"), "{e}"),
             Ok(_) => panic!("schemes ran on the full scan"),

@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 use udamon_core::Snapshot;
 use udamon_record::{Entry, Reader};
 
-use crate::{raw, Error, SnapshotSource};
+use crate::{Error, SnapshotSource};
 
 impl SnapshotSource for Reader {
     fn for_each_snapshot(
@@ -48,20 +48,5 @@ impl SnapshotSource for Reader {
 /// then every entry of every intact frame in recording order; the caller
 /// reports [`Reader::damage`].
 pub fn write_raw(reader: &Reader, w: &mut dyn Write) -> Result<(), Error> {
-    raw::write_header_line(w, reader.header())?;
-    let mut buf = Vec::with_capacity(1 << 16);
-    let mut res = Ok(());
-    reader.for_each_entry(|e| {
-        res = match e {
-            Entry::Snapshot(s) => raw::write_snapshot_line(w, s, &mut buf),
-            Entry::Json { kind, value } => raw::write_json_line(w, kind, value),
-        };
-        if res.is_ok() {
-            ControlFlow::Continue(())
-        } else {
-            ControlFlow::Break(())
-        }
-    })?;
-    res?;
-    Ok(())
+    crate::Selected::new(reader, crate::Selection::default()).write_raw(w)
 }

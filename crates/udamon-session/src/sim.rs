@@ -247,10 +247,7 @@ impl SimMonitor {
 
     /// [`SimMonitor::machine`] as a JSON object (empty without a machine).
     pub fn metrics(&self) -> serde_json::Map<String, serde_json::Value> {
-        match self.machine().map(serde_json::to_value) {
-            Some(Ok(serde_json::Value::Object(m))) => m,
-            _ => serde_json::Map::new(),
-        }
+        machine_json(self.machine().as_ref())
     }
 
     pub fn schemes(&self) -> Vec<SchemeReport> {
@@ -258,6 +255,14 @@ impl SimMonitor {
             SimMonitor::Engine(e) => scheme_reports(e.schemes()),
             SimMonitor::Other(_) => Vec::new(),
         }
+    }
+}
+
+/// The machine's figures as a JSON object (empty without a machine).
+fn machine_json(m: Option<&SimMetrics>) -> serde_json::Map<String, serde_json::Value> {
+    match m.map(serde_json::to_value) {
+        Some(Ok(serde_json::Value::Object(m))) => m,
+        _ => serde_json::Map::new(),
     }
 }
 
@@ -271,17 +276,11 @@ pub struct SimRun<'a> {
     pub seed: Option<u64>,
     /// Replaces the spec's duration.
     pub duration_us: Option<u64>,
-    pub attrs: Attrs,
-    pub kind: MonitorKind,
-    /// Schemes to apply (adaptive and fixed-region monitors only).
-    pub schemes: Vec<Damos>,
+    /// The monitor and what it does.
+    pub setup: Setup,
     /// Score every snapshot against the simulator's truth as it comes (the
     /// default accuracy options), without keeping the snapshots.
     pub score: bool,
-    /// Perform no action; count what the schemes would have done.
-    pub dry_run: bool,
-    /// Simulate soft-dirty monitoring reset this way.
-    pub softdirty_reset: SoftDirtyReset,
 }
 
 impl<'a> SimRun<'a> {
@@ -293,22 +292,8 @@ impl<'a> SimRun<'a> {
             origin,
             seed: None,
             duration_us: None,
-            attrs: Attrs::default(),
-            kind: MonitorKind::Adaptive,
-            schemes: Vec::new(),
+            setup: Setup::adaptive(Attrs::default()),
             score: false,
-            dry_run: false,
-            softdirty_reset: SoftDirtyReset::default(),
-        }
-    }
-
-    pub fn setup(&self) -> Setup {
-        Setup {
-            attrs: self.attrs,
-            kind: self.kind,
-            schemes: self.schemes.clone(),
-            dry_run: self.dry_run,
-            softdirty_reset: self.softdirty_reset,
         }
     }
 }
@@ -358,7 +343,7 @@ pub struct Hooks<'a> {
 /// Runs a simulated workload under a monitor, writing a record to `out`.
 pub fn run(run: &SimRun, out: Option<&Path>, hooks: Hooks) -> Result<RunSummary> {
     let p = Prepared::from_spec(run.spec_text, run.origin, run.seed, run.duration_us)?;
-    run_prepared(&p, &run.setup(), run.score, out, hooks)
+    run_prepared(&p, &run.setup, run.score, out, hooks)
 }
 
 /// [`run`] over a prepared workload.
@@ -432,6 +417,7 @@ pub fn run_prepared(
         }
     }
     let now_us = mon.monitor().now_us();
+    let machine = mon.machine();
     let mut summary = RunSummary {
         output: out.map(|p| p.display().to_string()),
         workload: name,
@@ -447,9 +433,9 @@ pub fn run_prepared(
         record_bytes: 0,
         elapsed_s: started.elapsed().as_secs_f64(),
         ended_by: ended_by.into(),
-        metrics: mon.metrics(),
+        metrics: machine_json(machine.as_ref()),
         schemes: mon.schemes(),
-        machine: mon.machine(),
+        machine,
         accuracy: scorer.map(|a| a.finish()),
         model: Some(Arc::clone(model)),
     };

@@ -5,8 +5,7 @@ use serde::Serialize;
 use udamon_cli::{ApplyArgs, SchemesCommand};
 use udamon_core::schemes::Damos;
 use udamon_scheme_file::{to_json, to_toml};
-use udamon_session::sim::{RunSummary, SimRun};
-use udamon_sim::MonitorKind;
+use udamon_session::sim::{RunSummary, Setup, SimRun};
 
 use crate::inputs::{read_schemes, read_spec, refuse_ops_with_sim, run_duration};
 use crate::live::run_from_args;
@@ -57,14 +56,15 @@ pub fn run(a: ApplyArgs) -> Result<()> {
     let mut run = SimRun {
         seed: a.seed,
         duration_us,
-        attrs,
-        kind: MonitorKind::adaptive(attrs.mode),
-        dry_run: a.dry_run,
-        softdirty_reset: a.live.softdirty_reset,
+        setup: Setup {
+            dry_run: a.dry_run,
+            softdirty_reset: a.live.softdirty_reset,
+            ..Setup::adaptive(attrs)
+        },
         ..SimRun::new(&spec_text, &origin)
     };
     let baseline = run_sim(&run, None, None)?;
-    run.schemes = schemes;
+    run.setup.schemes = schemes;
     let with = run_sim(&run, a.output.as_deref(), None)?;
     let mut ratios = serde_json::Map::new();
     for (k, v) in &with.metrics {

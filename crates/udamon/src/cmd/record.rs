@@ -3,7 +3,7 @@
 use anyhow::Result;
 use udamon_cli::RecordArgs;
 use udamon_core::Mode;
-use udamon_session::sim::{RunSummary, SimRun};
+use udamon_session::sim::{RunSummary, Setup, SimRun};
 use udamon_sim::MonitorKind;
 
 use crate::inputs::{read_spec, refuse_ops_with_sim, run_duration};
@@ -48,9 +48,11 @@ pub fn run(a: RecordArgs) -> Result<()> {
     let run = SimRun {
         seed: a.seed,
         duration_us,
-        attrs,
-        kind,
-        softdirty_reset: a.live.softdirty_reset,
+        setup: Setup {
+            kind,
+            softdirty_reset: a.live.softdirty_reset,
+            ..Setup::adaptive(attrs)
+        },
         ..SimRun::new(&spec_text, &origin)
     };
     // SIGINT, SIGTERM and SIGHUP end the run early, its record complete up
