@@ -11,7 +11,9 @@ mouse over it shows the readout of the cell under the pointer, that a mouse
 wheel over it zooms the time axis (its labels change), shift+wheel the
 address axis, a drag pans and the reset button restores the view, that the
 working-set chart is drawn and the hot table has rows (and the scheme charts
-are drawn when the page has them), and that the browser logged no error.
+are drawn when the page has them), that picking a process in the process
+picker (when the page has one) redraws the heatmap, its axes and the
+working-set chart, and that the browser logged no error.
 Saves a screenshot of the whole page, with the readout showing, to
 SCREENSHOT.png. Exits 1
 naming the first check that failed, 2 on bad usage.
@@ -28,6 +30,7 @@ from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.support.ui import Select
 from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -90,6 +93,31 @@ def changed(driver, axis, before, what):
     except TimeoutException:
         fail(f"{what} did not change the labels of #{axis}: {before}")
     return labels(driver, axis)
+
+
+def check_picker(driver):
+    """Picks each process of the page's process picker (if it has one), then
+    "all processes" again: each redraws the heatmap and the working-set
+    chart. Returns how many processes were picked."""
+    found = driver.find_elements(By.ID, "process")
+    if not found:
+        return 0
+    pick = Select(found[0])
+    values = [o.get_attribute("value") for o in pick.options]
+    if len(values) < 3 or values[0] != "":
+        fail(f"the process picker lists {values}, expected all processes and two or more")
+    for v in values[1:] + [""]:
+        pick.select_by_value(v)
+        try:
+            WebDriverWait(driver, 5).until(
+                lambda d: d.execute_script("return document.body.dataset.process") == v)
+        except TimeoutException:
+            fail(f"picking process {v!r} did not redraw the page")
+        drawn(driver, "heatmap", 2)
+        drawn(driver, "wss", 2)
+        if not labels(driver, "time-axis"):
+            fail(f"process {v!r}: the heatmap has no time axis")
+    return len(values) - 1
 
 
 def main():
@@ -169,11 +197,14 @@ def main():
         except TimeoutException:
             fail(f"reset did not restore the time axis: {labels(driver, 'time-axis')} != {t0}")
 
+        picked = check_picker(driver)
+
         errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
         if errors:
             fail("the browser logged errors: " + "; ".join(e.get("message", "") for e in errors))
         print(f"check_html: ok: heatmap of {heat} colours, readout {' '.join(text.split())!r}, wss chart of {wss} "
-              f"colours, {hot_rows} hot rows{', scheme charts' if schemes else ''}; zoom, pan "
+              f"colours, {hot_rows} hot rows{', scheme charts' if schemes else ''}"
+              f"{f', {picked} processes picked' if picked else ''}; zoom, pan "
               f"and reset change the axes; no browser errors; screenshot {shot}")
     finally:
         driver.quit()

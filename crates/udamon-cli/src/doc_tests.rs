@@ -28,6 +28,7 @@ const OTHER_TOOLS: &[&str] = &[
     "--scenario",    // tests/vm/run
     "--kernel",      // tests/vm/run
     "--debian",      // tests/vm/run
+    "--single-boot", // tests/vm/run
 ];
 
 /// Tables with a `flag` column: (document, section heading) and the

@@ -261,27 +261,44 @@ impl AttrsArgs {
     }
 }
 
-/// Live targets: a running process or a command udamon starts.
+/// Live targets: running processes, a cgroup's, or a command udamon starts.
 #[derive(Args, Debug, Clone)]
 pub struct LiveArgs {
-    /// Monitor this running process (instead of --sim)
-    #[arg(long, conflicts_with_all = ["sim", "command"])]
-    pub pid: Option<u32>,
+    /// Monitor this running process (instead of --sim); repeat it for
+    /// several: each process is one target of the same monitor, which
+    /// shares its region budget among them
+    #[arg(long, value_name = "PID", conflicts_with_all = ["sim", "command"])]
+    pub pid: Vec<u32>,
+    /// With --pid: each process's descendants too, followed as they are
+    /// forked and as they exit (`-- CMD` follows its tree by default)
+    #[arg(long, conflicts_with_all = ["sim", "no_children"])]
+    pub children: bool,
+    /// With `-- CMD`: monitor the command's own process only, not the
+    /// processes it starts
+    #[arg(long, requires = "command")]
+    pub no_children: bool,
+    /// Monitor every process of this cgroup v2 and of the cgroups under
+    /// it, followed as they come and go: /sys/fs/cgroup/PATH, or PATH
+    /// under /sys/fs/cgroup
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["sim", "command"])]
+    pub cgroup: Option<PathBuf>,
     /// Monitor the physical address space (System RAM; needs root)
-    #[arg(long, conflicts_with_all = ["sim", "command", "pid"])]
+    #[arg(long, conflicts_with_all = ["sim", "command", "pid", "cgroup", "children"])]
     pub paddr: bool,
     /// How to watch a live process: auto picks kdamond, else idle, else
     /// softdirty, and says which
     #[arg(long, value_enum, default_value_t = OpsChoice::Auto)]
     pub ops: OpsChoice,
-    /// Start this command and monitor it until it exits (after `--`);
-    /// udamon ends it when --duration passes first
+    /// Start this command and monitor it and every process it starts
+    /// (after `--`; --no-children: the command's process only), until the
+    /// last of them exits; udamon ends the command when --duration passes
+    /// first
     #[arg(last = true, value_name = "CMD", conflicts_with = "sim")]
     pub command: Vec<String>,
     /// End the run when the process execs another program (default: go on
     /// monitoring the new program from fresh regions; the record marks each
-    /// exec)
-    #[arg(long)]
+    /// exec). One process only: with `-- CMD`, the command's own process
+    #[arg(long, conflicts_with_all = ["children", "cgroup"])]
     pub stop_on_exec: bool,
     /// When soft-dirty monitoring resets the bits: sample (before every
     /// sample, as the kernel clears accessed bits; each reset walks the
@@ -299,7 +316,7 @@ pub struct LiveArgs {
 #[derive(Args, Debug)]
 pub struct RecordArgs {
     /// Simulated workload spec (TOML, see docs/sim-spec.md)
-    #[arg(long, value_name = "SPEC", required_unless_present_any = ["pid", "command", "paddr"])]
+    #[arg(long, value_name = "SPEC", required_unless_present_any = ["pid", "command", "paddr", "cgroup", "children"])]
     pub sim: Option<PathBuf>,
     #[command(flatten)]
     pub live: LiveArgs,
@@ -330,7 +347,7 @@ pub struct ApplyArgs {
     /// Scheme file: one-line text, TOML or JSON (see docs/schemes.md)
     pub schemes: PathBuf,
     /// Simulated workload spec (TOML, see docs/sim-spec.md)
-    #[arg(long, value_name = "SPEC", required_unless_present_any = ["pid", "command", "paddr"])]
+    #[arg(long, value_name = "SPEC", required_unless_present_any = ["pid", "command", "paddr", "cgroup", "children"])]
     pub sim: Option<PathBuf>,
     #[command(flatten)]
     pub live: LiveArgs,
@@ -383,7 +400,27 @@ pub enum ReportCommand {
     /// Per-scheme statistics and effective quotas over time
     Stats(JsonFileArgs),
     /// The run's summary: memory, runtime, faults, schemes
-    Summary(JsonFileArgs),
+    Summary(SummaryArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SummaryArgs {
+    /// Record file
+    pub file: PathBuf,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Add a table of the run's processes (targets): pid, comm, cgroup,
+    /// arrival, exit, windows seen and median working set
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub by: Option<By>,
+}
+
+/// What a report breaks down by (`--by`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum By {
+    /// Each process (target) on its own: one row or table per target index
+    Process,
 }
 
 #[derive(Args, Debug)]
@@ -407,12 +444,25 @@ pub struct SelectArgs {
     /// Only the regions' parts in START-END (hex addresses or sizes)
     #[arg(long, value_name = "START-END")]
     pub address_range: Option<String>,
-    /// Only this target, by index
+    /// Only this target, by index (repeatable)
     #[arg(long, value_name = "N")]
-    pub target: Option<u32>,
+    pub target: Vec<u32>,
+    /// Only the targets of this process id (repeatable; a pid reused
+    /// selects each process that had it)
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Only the targets whose command name (/proc/PID/comm, at most 15
+    /// bytes; a longer NAME matches by its first 15) is NAME (repeatable)
+    #[arg(long, value_name = "NAME")]
+    pub comm: Vec<String>,
 }
 
 impl SelectArgs {
+    /// Whether it names targets (`--target`, `--pid` or `--comm`).
+    pub fn names_targets(&self) -> bool {
+        !(self.target.is_empty() && self.pid.is_empty() && self.comm.is_empty())
+    }
+
     /// `--time-range START-END`: durations since the record's start, in
     /// microseconds.
     pub fn time_range(&self) -> Result<Option<(u64, u64)>, UsageError> {
@@ -439,8 +489,8 @@ const HEATMAP_TIME_RANGE: &str =
 const HEATMAP_ADDRESS_RANGE: &str =
     "Address range to show, START-END (hex or sizes) [default: the active range]";
 const HEATMAP_TARGET: &str =
-    "Target to draw, by index [default: the first target of the first snapshot in \
-    the time range]";
+    "Target to draw, by index (repeatable: the first of them in the time range is \
+    drawn) [default: the first target of the first snapshot in the time range]";
 const HTML_ADDRESS_RANGE: &str =
     "Address range to show, START-END (hex or sizes) [default: the heatmap's \
     active range; all addresses for the working set and hot table]";
@@ -449,19 +499,19 @@ const HTML_TARGET: &str =
     [default: the heatmap draws the first target of the first snapshot in the \
     time range; the others cover all targets]";
 const WSS_ADDRESS_RANGE: &str = "Only the working set in START-END (hex addresses or sizes)";
-const WSS_TARGET: &str = "Target to measure, by index [default: all targets, summed]";
+const WSS_TARGET: &str = "Target to measure, by index (repeatable) [default: all targets, summed]";
 const HOT_TIME_RANGE: &str =
     "Only the snapshots whose windows overlap START-END, durations since the \
     record's start: the range --aggregate averages over, or the one whose last \
     snapshot is shown [default: the whole record]";
-const HOT_TARGET: &str = "Target to list, by index [default: all targets]";
+const HOT_TARGET: &str = "Target to list, by index (repeatable) [default: all targets]";
 const CUT_TIME_RANGE: &str =
     "Keep the snapshots whose windows overlap START-END, times since the record's \
     start (e.g. 60s-2m)";
 const CUT_ADDRESS_RANGE: &str =
     "Keep the regions' parts in START-END (hex addresses or sizes, e.g. \
     0x7f0000000000-0x7f0040000000)";
-const CUT_TARGET: &str = "Keep only this target (its index)";
+const CUT_TARGET: &str = "Keep only this target, by index (repeatable)";
 
 #[derive(Args, Debug)]
 #[command(mut_arg("time_range", |a| a.help(RAW_TIME_RANGE)))]
@@ -599,6 +649,10 @@ pub struct WssArgs {
     /// Also print the time series
     #[arg(long)]
     pub series: bool,
+    /// Break the working set down by process: one row per target, with its
+    /// pid, comm, arrival and exit [default: all targets summed]
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub by: Option<By>,
     #[command(flatten)]
     pub select: SelectArgs,
 }
@@ -636,6 +690,10 @@ pub struct HotArgs {
     /// over --time-range)
     #[arg(long)]
     pub aggregate: bool,
+    /// List the hottest regions of each process (target) apart, --top of
+    /// each; without --at or --aggregate, each as it was last seen
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub by: Option<By>,
     #[command(flatten)]
     pub select: SelectArgs,
 }

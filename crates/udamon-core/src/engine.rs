@@ -51,6 +51,12 @@ pub struct Engine<O, R> {
     attrs: Attrs,
     ops: O,
     targets: Vec<Target>,
+    /// Each target's index in the snapshots (`targets[i]` is reported as
+    /// `ids[i]`): its position at the start, then one more for each target
+    /// added, never reused, so that a target removed from the middle does
+    /// not rename the others.
+    ids: Vec<u32>,
+    next_id: u32,
     rng: R,
     /// What runs: `base_adaptation` under the attributes' mode.
     adaptation: Adaptation,
@@ -108,10 +114,13 @@ impl<O: Operations, R: Rng> Engine<O, R> {
         if targets.iter().all(|t| t.regions.is_empty()) {
             return Err(Error::NoRegions);
         }
+        let nr = targets.len() as u32;
         let mut engine = Self {
             attrs,
             ops,
             targets,
+            ids: (0..nr).collect(),
+            next_id: nr,
             rng,
             adaptation,
             base_adaptation,
@@ -163,6 +172,58 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             self.targets[idx].regions = vaddr::even_regions(&ranges, nr_init, self.min_sz);
             self.sz_limit = self.region_size_limit();
         }
+    }
+
+    /// Adds a target at the end of the context, as kernel DAMON's online
+    /// commit of a longer target list does: the operations set must already
+    /// know it at the next position (`targets().len()`). Its regions are its
+    /// ranges split evenly, as at the start, unless it comes with regions;
+    /// a target without ranges yet gets them at an ops update. The other
+    /// targets' regions, counts and ages are untouched; the region budget
+    /// (`max_nr_regions`, the size limit from `min_nr_regions`) is shared
+    /// with the new target from the next window on. Returns its index in
+    /// the snapshots.
+    pub fn add_target(&mut self, mut t: Target) -> u32 {
+        let idx = self.targets.len();
+        if t.regions.is_empty() {
+            let nr_init = self.adaptation.initial_regions(&self.attrs);
+            if let Some(ranges) =
+                monitoring_ranges(&mut self.ops, idx, &t, self.adaptation, &self.attrs)
+            {
+                t.regions = vaddr::even_regions(&ranges, nr_init, self.min_sz);
+            }
+        }
+        self.targets.push(t);
+        let id = self.next_id;
+        self.ids.push(id);
+        self.next_id += 1;
+        self.sz_limit = self.region_size_limit();
+        id
+    }
+
+    /// Removes target `idx` (a position in [`targets`](Self::targets)) from
+    /// the context, as the kernel removes an `obsolete_target`: the targets
+    /// after it move down one position (the operations set must drop it at
+    /// the same position), keep their regions, counts, ages and snapshot
+    /// indices. Schemes forget where their quota stopped in it and what a
+    /// dry run counted there.
+    pub fn remove_target(&mut self, idx: usize) {
+        if idx >= self.targets.len() {
+            return;
+        }
+        self.targets.remove(idx);
+        let id = self.ids.remove(idx);
+        for s in &mut self.schemes {
+            s.forget_target(idx);
+            s.target_stats.remove(&id);
+        }
+        self.movement.remove_target(idx);
+        self.sz_limit = self.region_size_limit();
+    }
+
+    /// The snapshot index of the target at position `idx`.
+    pub fn target_id(&self, idx: usize) -> Option<u32> {
+        self.ids.get(idx).copied()
     }
 
     /// Makes every installed scheme a dry run (see
@@ -285,6 +346,7 @@ impl<O: Operations, R: Rng> Engine<O, R> {
                 attrs: &self.attrs,
                 ops: &mut self.ops,
                 targets: &mut self.targets,
+                ids: &self.ids,
                 passed: self.passed,
                 now_us: self.now_us,
             };
@@ -364,9 +426,12 @@ impl<O: Operations, R: Rng> Engine<O, R> {
             targets: self
                 .targets
                 .iter()
-                .enumerate()
-                .map(|(i, t)| TargetSnapshot {
-                    target_idx: i as u32,
+                .zip(&self.ids)
+                // A target without regions (none yet, or none left) has
+                // nothing to report.
+                .filter(|(t, _)| !t.regions.is_empty())
+                .map(|(t, &id)| TargetSnapshot {
+                    target_idx: id,
                     regions: t
                         .regions
                         .iter()

@@ -159,6 +159,16 @@ const RESTART_MOVES: i128 = 2;
 impl Movement {
     pub const MAX_RUNS: usize = 8;
 
+    /// Forgets target `idx`; the targets after it move down one position.
+    pub(crate) fn remove_target(&mut self, idx: usize) {
+        if idx < self.runs.len() {
+            self.runs.remove(idx);
+        }
+        if idx < self.laps.len() {
+            self.laps.remove(idx);
+        }
+    }
+
     /// After an aggregation window: finds the hot runs of each target in
     /// the counts the window ended with (`last_nr_accesses`, the window's
     /// maximum `max_nr`), matches them with the previous window's, and

@@ -312,10 +312,7 @@ impl<R: Read> Read for TokenCap<R> {
 fn header(input: &Path, format: &str, attrs: Attrs, targets: usize) -> Header {
     Header {
         targets: (0..targets)
-            .map(|i| TargetInfo {
-                pid: 0,
-                label: format!("damo target {i}"),
-            })
+            .map(|i| TargetInfo::new(0, format!("damo target {i}")))
             .collect(),
         params: serde_json::json!({
             "imported_from": input.display().to_string(),
@@ -631,10 +628,10 @@ impl JsonImport<'_> {
                 .map_err(spill_err)?;
             let f = file.as_file().try_clone().map_err(spill_err)?;
             let mut h = Header::new("damo-spill", self.attrs);
-            h.targets = vec![TargetInfo {
-                pid: 0,
-                label: format!("damo record {}", self.spills.len()),
-            }];
+            h.targets = vec![TargetInfo::new(
+                0,
+                format!("damo record {}", self.spills.len()),
+            )];
             let mut writer = Writer::new(BufWriter::new(f), &h)?;
             // Read back once, right away: speed over size.
             writer.set_zstd_level(1)?;
@@ -1342,22 +1339,18 @@ pub struct Exported {
     pub targets: usize,
 }
 
-/// The indexes of the targets of `reader`'s record: its header's, or those
-/// its snapshots name when the header lists none.
+/// The indexes of the targets of `reader`'s record: its header's and
+/// those its snapshots name (a record of whole programs holds targets that
+/// arrived after the start), in index order.
 fn target_indexes(reader: &Reader) -> Result<Vec<u32>, udamon_record::Error> {
-    if !reader.header().targets.is_empty() {
-        return Ok((0..reader.header().targets.len() as u32).collect());
-    }
-    let mut ids = Vec::new();
+    let mut ids: std::collections::BTreeSet<u32> =
+        (0..reader.header().targets.len() as u32).collect();
     reader.for_each_snapshot(|s| {
         for t in &s.targets {
-            if !ids.contains(&t.target_idx) {
-                ids.push(t.target_idx);
-            }
+            ids.insert(t.target_idx);
         }
     })?;
-    ids.sort_unstable();
-    Ok(ids)
+    Ok(ids.into_iter().collect())
 }
 
 /// One snapshot of one target in damo's JSON layout (what damo 3.4.3's

@@ -36,6 +36,10 @@ impl OpsKind {
 pub struct KTarget {
     pub pid: Option<u32>,
     pub regions: Vec<AddrRange>,
+    /// Remove the running context's target at this position on the next
+    /// `commit` (`obsolete_target`, Linux 6.19+; see
+    /// [`KdamonDriver::can_remove_targets`]).
+    pub obsolete: bool,
 }
 
 /// What the kernel reports of a scheme besides its statistics; `None`
@@ -232,6 +236,16 @@ impl KdamonDriver {
         })
     }
 
+    /// The targets the next [`start`](Self::start) sets up (the driver's
+    /// kdamond must not run: [`stop`](Self::stop) it first).
+    pub fn set_targets(&mut self, targets: Vec<KTarget>) -> Result<(), Error> {
+        if self.running {
+            return Err(Error::Running);
+        }
+        self.config.targets = targets;
+        Ok(())
+    }
+
     /// Creates kdamond 0, writes the whole configuration and turns it on.
     /// On error after the kdamond was created, removes it again.
     pub fn start(&mut self) -> Result<(), Error> {
@@ -319,6 +333,10 @@ impl KdamonDriver {
             let d = c.join(format!("targets/{i}"));
             if let Some(pid) = t.pid {
                 self.write(&d.join("pid_target"), &pid.to_string())?;
+            }
+            let obsolete = d.join("obsolete_target");
+            if t.obsolete || self.io.exists(&obsolete) {
+                self.write(&obsolete, if t.obsolete { "Y" } else { "N" })?;
             }
             // 0 regions: the kernel picks them (vaddr) at `on`, and keeps
             // the current ones at `commit`.
@@ -433,6 +451,16 @@ impl KdamonDriver {
             }
         }
         r
+    }
+
+    /// Whether this kernel removes a target marked
+    /// [`obsolete`](KTarget::obsolete) at a commit, keeping the others as
+    /// they are (Linux 6.19+). Without it, targets are matched by position:
+    /// removing one from the middle hands each later target the regions of
+    /// the one before it.
+    pub fn can_remove_targets(&mut self) -> bool {
+        self.io
+            .exists(&self.ctx().join("targets/0/obsolete_target"))
     }
 
     /// The sampling and aggregation intervals (us) the kernel's interval

@@ -44,6 +44,8 @@ pub enum Error {
     Attrs(#[from] udamon_core::Error),
     #[error("no kdamond of this driver exists yet; call start first")]
     NotStarted,
+    #[error("this driver's kdamond runs; stop it first")]
+    Running,
     #[error(
         "snapshots are off in this driver's config; set `snapshots: true` to read tried regions"
     )]
@@ -66,6 +68,7 @@ impl Error {
             | Error::Read { .. }
             | Error::Parse { .. }
             | Error::NotStarted
+            | Error::Running
             | Error::NoSnapshots => K::Failure,
         }
     }

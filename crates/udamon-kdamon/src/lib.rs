@@ -33,7 +33,7 @@
 //!
 //! let config = KdamonConfig {
 //!     ops: OpsKind::Vaddr,
-//!     targets: vec![KTarget { pid: Some(1234), regions: vec![] }],
+//!     targets: vec![KTarget { pid: Some(1234), ..KTarget::default() }],
 //!     attrs: Attrs::default(),
 //!     schemes: vec![],
 //!     snapshots: true,

@@ -230,6 +230,7 @@ fn config(schemes: Vec<Damos>) -> KdamonConfig {
         targets: vec![KTarget {
             pid: Some(1234),
             regions: vec![],
+            obsolete: false,
         }],
         attrs: Attrs::default(),
         schemes,
@@ -500,6 +501,7 @@ fn missing_operations_and_sysfs_are_named() {
     cfg.targets = vec![KTarget {
         pid: None,
         regions: vec![AddrRange::new(1 << 32, 2 << 32)],
+        obsolete: false,
     }];
     let mut d = KdamonDriver::with_io(dir.path().into(), cfg, Box::new(fake));
     let e = d.start().unwrap_err().to_string();
@@ -587,6 +589,7 @@ fn tried_regions_become_snapshots() {
     cfg.targets.push(KTarget {
         pid: Some(99),
         regions: vec![],
+        obsolete: false,
     });
     let mut d = KdamonDriver::with_io(dir.path().into(), cfg, Box::new(fake));
     let s = d.next_snapshot().unwrap().unwrap();
@@ -763,6 +766,7 @@ fn commit_reconfigures_the_running_kdamond() {
     let targets = vec![KTarget {
         pid: Some(1234),
         regions: vec![],
+        obsolete: false,
     }];
     d.commit(attrs, targets.clone(), vec![s.clone()]).unwrap();
     let w = since(&log, from);

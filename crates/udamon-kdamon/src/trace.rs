@@ -87,6 +87,9 @@ pub struct Assembler {
     /// Only events of this kdamond thread count (a trace instance gets the
     /// events of every kdamond: another tool's, or a DAMON module's).
     kdamond_pid: Option<u32>,
+    /// Targets are named by their position in the context (`target_id`
+    /// is an index, Linux 5.18+), not in the order first seen.
+    positional: bool,
 }
 
 impl Assembler {
@@ -100,7 +103,31 @@ impl Assembler {
             last_end_us: 0,
             ids: Vec::new(),
             kdamond_pid: None,
+            positional: false,
         }
+    }
+
+    /// An assembler for a context whose target list changes: each event's
+    /// `target_id` is its target's position, and a snapshot is complete
+    /// when the last target's regions are (or, when the last target printed
+    /// nothing, when the next window begins).
+    pub fn positional(nr_targets: usize, sample_us: u64, aggr_us: u64) -> Self {
+        Self {
+            positional: true,
+            ..Self::new(nr_targets, sample_us, aggr_us)
+        }
+    }
+
+    /// The context's target list changed (an online commit): `nr_targets`
+    /// targets and these intervals from now on. The window being gathered
+    /// is dropped; the clock goes on, so snapshot times keep counting from
+    /// the first window.
+    pub fn retarget(&mut self, nr_targets: usize, sample_us: u64, aggr_us: u64) {
+        self.nr_targets = nr_targets.max(1);
+        self.sample_us = sample_us;
+        self.aggr_us = aggr_us;
+        self.current.clear();
+        self.ids.clear();
     }
 
     /// From now on, drops events that name another thread than `pid`
@@ -116,6 +143,9 @@ impl Assembler {
                 return None;
             }
         }
+        if self.positional {
+            return self.push_positional(ev);
+        }
         let idx = match self.ids.iter().position(|&i| i == ev.target_id) {
             Some(i) => i,
             None => {
@@ -123,6 +153,46 @@ impl Assembler {
                 self.ids.len() - 1
             }
         };
+        let complete = self.add(idx, &ev);
+        if !complete
+            || self
+                .current
+                .iter()
+                .filter(|t| !t.regions.is_empty())
+                .count()
+                < self.nr_targets
+        {
+            return None;
+        }
+        self.end_window(ev.time_us)
+    }
+
+    /// [`push`](Self::push) for a context whose targets are named by their
+    /// position.
+    fn push_positional(&mut self, ev: AggregatedEvent) -> Option<Snapshot> {
+        let idx = ev.target_id as usize;
+        if idx >= self.nr_targets {
+            return None;
+        }
+        let last_idx = self.current.iter().map(|t| t.target_idx as usize).max();
+        // A target before the last one printed: a new window began, and
+        // the targets after the last one printed have no regions.
+        let mut out = None;
+        if last_idx.is_some_and(|l| idx < l) {
+            out = self.end_window(ev.time_us);
+        }
+        let complete = self.add(idx, &ev);
+        if out.is_none() && complete && idx + 1 == self.nr_targets {
+            out = self.end_window(ev.time_us);
+        }
+        out
+    }
+
+    /// Adds `ev`'s region to target `idx` of the window being gathered;
+    /// returns whether the target's list is complete. A region below the
+    /// last one starts a new aggregation: an event was lost (ring buffer
+    /// overrun), and the partial list is dropped.
+    fn add(&mut self, idx: usize, ev: &AggregatedEvent) -> bool {
         let t = match self
             .current
             .iter_mut()
@@ -137,24 +207,20 @@ impl Assembler {
                 self.current.last_mut().expect("pushed")
             }
         };
-        // A region below the last one starts a new aggregation: an event
-        // was lost (ring buffer overrun); drop the partial list.
         if t.regions.last().is_some_and(|r| ev.region.start < r.end) {
             t.regions.clear();
         }
         t.regions.push(ev.region);
-        let complete = t.regions.len() >= ev.nr_regions as usize;
-        if !complete
-            || self
-                .current
-                .iter()
-                .filter(|t| !t.regions.is_empty())
-                .count()
-                < self.nr_targets
-        {
+        t.regions.len() >= ev.nr_regions as usize
+    }
+
+    /// The window's snapshot, of the targets gathered so far, ending at
+    /// trace time `time_us` (else one aggregation after the last).
+    fn end_window(&mut self, time_us: Option<u64>) -> Option<Snapshot> {
+        if self.current.is_empty() {
             return None;
         }
-        let now = ev.time_us.unwrap_or(self.last_end_us + self.aggr_us);
+        let now = time_us.unwrap_or(self.last_end_us + self.aggr_us);
         let origin = *self
             .origin_us
             .get_or_insert(now.saturating_sub(self.aggr_us));
@@ -386,6 +452,33 @@ mod tests {
         assert_eq!(s.targets.len(), 2);
         assert_eq!(s.targets[1].regions.len(), 2);
         assert_eq!(s.targets[1].regions[0].start, 40);
+    }
+
+    /// A program's context: targets named by position, a snapshot complete
+    /// with the last target's regions, or at the next window when the last
+    /// targets printed nothing; a changed target list keeps the clock.
+    #[test]
+    fn positional_targets_and_a_changed_list() {
+        let mut a = Assembler::positional(3, 5_000, 100_000);
+        assert!(a.push(ev(1_000_000, 0, 1, 0, 10, 1)).is_none());
+        assert!(a.push(ev(1_000_000, 1, 1, 0, 10, 1)).is_none());
+        let s = a.push(ev(1_000_001, 2, 1, 0, 10, 1)).unwrap();
+        let idx: Vec<u32> = s.targets.iter().map(|t| t.target_idx).collect();
+        assert_eq!(idx, vec![0, 1, 2]);
+        // Target 2 has no regions yet: the next window's first event ends
+        // this one.
+        assert!(a.push(ev(1_100_000, 0, 1, 0, 10, 0)).is_none());
+        assert!(a.push(ev(1_100_000, 1, 1, 0, 10, 0)).is_none());
+        let s = a.push(ev(1_200_000, 0, 1, 0, 10, 0)).unwrap();
+        assert_eq!(s.targets.len(), 2);
+        assert_eq!(s.end_us, 299_999);
+        // An id beyond the list is not ours.
+        assert!(a.push(ev(1_200_000, 7, 1, 0, 10, 0)).is_none());
+        // Two targets now: times go on from the last window.
+        a.retarget(2, 5_000, 100_000);
+        assert!(a.push(ev(1_300_000, 0, 1, 0, 10, 0)).is_none());
+        let s = a.push(ev(1_300_000, 1, 1, 0, 10, 0)).unwrap();
+        assert_eq!((s.start_us, s.end_us), (299_999, 399_999));
     }
 
     /// Another kdamond's events (DAMON_STAT's, another tool's) land in the

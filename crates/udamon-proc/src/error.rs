@@ -29,6 +29,9 @@ pub enum Error {
         line: usize,
         text: String,
     },
+    /// A cgroup given to follow is not one.
+    #[error("cgroup {}: {why}", path.display())]
+    Cgroup { path: PathBuf, why: String },
     /// An action's system call failed.
     #[error("{what} failed: {source}")]
     Action { what: String, source: io::Error },
@@ -49,7 +52,7 @@ impl Error {
         use udamon_core::ErrorKind as K;
         match self {
             Error::Missing { .. } | Error::PfnHidden { .. } | Error::Denied { .. } => K::Capability,
-            Error::Gone { .. } => K::Usage,
+            Error::Gone { .. } | Error::Cgroup { .. } => K::Usage,
             Error::BadMaps { .. } | Error::Action { .. } | Error::Io { .. } => K::Failure,
         }
     }

@@ -39,6 +39,7 @@ pub mod batch;
 mod error;
 pub mod idle;
 pub mod maps;
+pub mod members;
 mod ops;
 pub mod paddr;
 pub mod pagemap;
@@ -46,6 +47,7 @@ mod stat;
 
 pub use error::Error;
 pub use maps::{read_maps, Mapping};
+pub use members::{cgroup_of, Matcher, Member, Program, Tracker};
 pub use ops::{
     clear_refs_path, node_mem_bp, node_room, proc_field, unsupported_reason, AccessMode, Paced,
     ProcOps, SoftDirtyStats, TargetEnd,

@@ -49,6 +49,35 @@ struct ProcTarget {
     pass_maps: Option<(u64, Vec<crate::Mapping>)>,
 }
 
+impl ProcTarget {
+    /// Opens what `mode` needs of process `pid` under `root`.
+    fn open(root: &Path, pid: u32, mode: AccessMode) -> Result<ProcTarget, Error> {
+        let pagemap = Pagemap::open(root, pid)?;
+        if mode == AccessMode::SoftDirtyWriteOnly {
+            let p = clear_refs_path(root, pid);
+            if !p.exists() {
+                return Err(Error::Missing {
+                    primitive: "soft-dirty reset file",
+                    path: p,
+                    provides: "CONFIG_PROC_PAGE_MONITOR and CONFIG_MEM_SOFT_DIRTY",
+                });
+            }
+        }
+        // Fake trees (tests) name pids of this tree, not the machine's:
+        // nothing is ever sent to the machine's process of that pid.
+        let real = root == Path::new("/");
+        Ok(ProcTarget {
+            pid,
+            pagemap: Some(pagemap),
+            pidfd: if real { Pidfd::open(pid).ok() } else { None },
+            start_time: start_time(root, pid),
+            ended: None,
+            execs: 0,
+            pass_maps: None,
+        })
+    }
+}
+
 /// How a target stopped being the process that was chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TargetEnd {
@@ -142,29 +171,7 @@ impl ProcOps {
         };
         let mut targets = Vec::with_capacity(pids.len());
         for &pid in pids {
-            let pagemap = Pagemap::open(&root, pid)?;
-            if mode == AccessMode::SoftDirtyWriteOnly {
-                let p = clear_refs_path(&root, pid);
-                if !p.exists() {
-                    return Err(Error::Missing {
-                        primitive: "soft-dirty reset file",
-                        path: p,
-                        provides: "CONFIG_PROC_PAGE_MONITOR and CONFIG_MEM_SOFT_DIRTY",
-                    });
-                }
-            }
-            // Fake trees (tests) name pids of this tree, not the machine's:
-            // nothing is ever sent to the machine's process of that pid.
-            let real = root == Path::new("/");
-            targets.push(ProcTarget {
-                pid,
-                pagemap: Some(pagemap),
-                pidfd: if real { Pidfd::open(pid).ok() } else { None },
-                start_time: start_time(&root, pid),
-                ended: None,
-                execs: 0,
-                pass_maps: None,
-            });
+            targets.push(ProcTarget::open(&root, pid, mode)?);
         }
         Ok(Self {
             root,
@@ -182,6 +189,38 @@ impl ProcOps {
 
     pub fn mode(&self) -> AccessMode {
         self.mode
+    }
+
+    /// Adds process `pid` as the next target (position `len`), opened as
+    /// [`new`](Self::new) opens its targets. With `start`, the process must
+    /// still be the one that started then (a pid reused since it was seen
+    /// is refused as gone).
+    pub fn add_target(&mut self, pid: u32, start: Option<u64>) -> Result<(), Error> {
+        let t = ProcTarget::open(&self.root, pid, self.mode)?;
+        if start.is_some() && t.start_time != start {
+            let path = self.proc_dir(pid);
+            return Err(Error::Gone { pid, path });
+        }
+        self.targets.push(t);
+        Ok(())
+    }
+
+    /// Drops target `i`; the targets after it move down one position (as
+    /// the engine's `remove_target` moves its targets).
+    pub fn remove_target(&mut self, i: usize) {
+        if i < self.targets.len() {
+            self.targets.remove(i);
+        }
+    }
+
+    /// The number of targets.
+    pub fn nr_targets(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// The pid and start time target `i` was opened with.
+    pub fn identity(&self, i: usize) -> Option<(u32, Option<u64>)> {
+        self.targets.get(i).map(|t| (t.pid, t.start_time))
     }
 
     /// When soft-dirty mode resets the bits (idle mode ignores it).
@@ -257,10 +296,14 @@ impl ProcOps {
     }
 
     /// Pagemap entries of the sampling addresses of target `i`, or `None`
-    /// (and the target marked gone) when its process vanished.
+    /// (and the target marked gone) when its process vanished. Whether it
+    /// still runs is asked only when the read fails: the pagemap opened at
+    /// the start reads the address space of that process alone, and reads
+    /// nothing once it exited, so a sample never needs the check (one
+    /// system call per target per sample saved).
     fn sample_entries(&mut self, i: usize, t: &Target) -> Option<Vec<crate::PagemapEntry>> {
         let addrs: Vec<u64> = t.regions.iter().map(|r| r.sampling_addr).collect();
-        if !self.alive(i) {
+        if self.targets.get(i)?.ended.is_some() {
             return None;
         }
         let pm = self.targets.get(i)?.pagemap.as_ref()?;

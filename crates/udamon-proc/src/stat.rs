@@ -25,6 +25,11 @@ impl ProcStat {
         })
     }
 
+    /// Field 3, the state: `R`, `S`, `D`, `Z` (zombie), ...
+    pub fn state(&self) -> char {
+        self.rest.chars().next().unwrap_or('?')
+    }
+
     /// Numeric field `n` (1-based, as proc(5) numbers them; 3 and later).
     pub fn field(&self, n: usize) -> Option<u64> {
         self.rest

@@ -130,13 +130,63 @@ impl Header {
     }
 }
 
-/// One monitored target.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One monitored target. A record's targets are the header's, in target
+/// index order, then those of its `target` entries with `"event":
+/// "arrive"` (see [`TargetEvent`]), each at the next index.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetInfo {
     /// The process id, 0 for the physical address space or a simulated one.
     pub pid: u32,
     /// A human-readable name (command line, workload name, ...).
     pub label: String,
+    /// The process's start time (clock ticks after boot, `/proc/PID/stat`
+    /// field 22): with the pid, the process's identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<u64>,
+    /// The process's name (`/proc/PID/comm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    /// The process's cgroup v2 path (`/proc/PID/cgroup`), where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+}
+
+impl TargetInfo {
+    /// A target known by its pid and label only.
+    pub fn new(pid: u32, label: impl Into<String>) -> Self {
+        Self {
+            pid,
+            label: label.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// The kind of the JSON entries that say a target arrived or left.
+pub const TARGET_EVENT: &str = "target";
+
+/// A target arriving after the start, or leaving, written as a JSON entry of
+/// kind [`TARGET_EVENT`]. An arrival takes the next target index (the
+/// header's targets come first); the snapshots from then on may carry it.
+/// A target that left appears in no later snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum TargetEvent {
+    Arrive {
+        /// Wall time since the start of monitoring (us).
+        at_us: u64,
+        idx: u32,
+        #[serde(flatten)]
+        target: TargetInfo,
+    },
+    Exit {
+        at_us: u64,
+        idx: u32,
+        /// "exited", "replaced" (its pid names another process now),
+        /// "left" (no longer a member: it left the cgroup or the tree),
+        /// "exec" (it exec'd; the new program arrives as a new target).
+        why: String,
+    },
 }
 
 /// How a simulated recording was made.

@@ -10,10 +10,7 @@ use udamon_record::{Entry, Error, Header, Reader, SimInfo, TargetInfo, Writer, M
 
 fn header() -> Header {
     let mut h = Header::new("sim", Attrs::default());
-    h.targets = vec![TargetInfo {
-        pid: 0,
-        label: "synthetic".into(),
-    }];
+    h.targets = vec![TargetInfo::new(0, "synthetic")];
     h.sim = Some(SimInfo {
         spec_toml: "[workload]\nkind = \"synth\"\n".into(),
         seed: 42,

@@ -20,6 +20,16 @@ pub enum Error {
     /// The selected target never appears in the selected snapshots.
     #[error("target {0} has no regions in the selected snapshots")]
     NoTarget(u32),
+    /// A process the flags name is not in the record (the message names
+    /// the flag, the value and what the record holds).
+    #[error("{0}")]
+    NoProcess(String),
+    /// The record announces more targets than the reports read.
+    #[error("the record holds more than {0} targets, more than udamon's reports read")]
+    TooManyTargets(usize),
+    /// A JSON entry of a kind the reports read does not hold what it should.
+    #[error("{0}")]
+    BadEntry(String),
     /// The requested address range holds no monitored memory.
     #[error("address range {start:#x}..{end:#x} holds no monitored memory")]
     EmptyAddressRange { start: u64, end: u64 },
@@ -44,6 +54,9 @@ impl Error {
             Error::NoSnapshots
             | Error::NoSnapshotAt(_)
             | Error::NoTarget(_)
+            | Error::NoProcess(_)
+            | Error::TooManyTargets(_)
+            | Error::BadEntry(_)
             | Error::EmptyAddressRange { .. }
             | Error::InvalidOption(_) => udamon_core::ErrorKind::Usage,
         }

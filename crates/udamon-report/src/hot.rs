@@ -10,11 +10,11 @@ use std::io::Write;
 use std::ops::ControlFlow;
 
 use serde::Serialize;
-use udamon_core::RegionSnapshot;
+use udamon_core::{RegionSnapshot, Snapshot};
 
 use crate::human::{fmt_addr, fmt_bytes, fmt_us};
 use crate::source::{each, freq, overlap};
-use crate::{Error, SnapshotSource};
+use crate::{Error, SnapshotSource, TargetRow, TargetTable};
 
 /// What to list. Every field maps to one command-line flag.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,11 +147,27 @@ pub fn build<S: SnapshotSource + ?Sized>(src: &S, opts: &HotOptions) -> Result<H
             chosen.ok_or(Error::NoSnapshotAt(at_us))?
         }
     };
+    if let Some(t) = opts.target {
+        if !s.targets.iter().any(|x| x.target_idx == t) {
+            return Err(Error::NoTarget(t));
+        }
+    }
+    Ok(Hot::Snapshot(snapshot_hot(
+        &s,
+        rs,
+        |t| crate::source::selected(opts.target, t),
+        opts.top,
+    )))
+}
+
+/// The hottest regions of the targets of `s` that `keep` keeps; times
+/// since `rs`.
+fn snapshot_hot(s: &Snapshot, rs: u64, keep: impl Fn(u32) -> bool, top: usize) -> HotSnapshot {
     let max = s.max_nr_accesses();
     let mut regions: Vec<HotRegion> = s
         .targets
         .iter()
-        .filter(|t| crate::source::selected(opts.target, t.target_idx))
+        .filter(|t| keep(t.target_idx))
         .flat_map(|t| t.regions.iter().map(move |r| (t.target_idx, r)))
         .map(|(target_idx, r)| HotRegion {
             target_idx,
@@ -164,11 +180,6 @@ pub fn build<S: SnapshotSource + ?Sized>(src: &S, opts: &HotOptions) -> Result<H
             age_us: u64::from(r.age).saturating_mul(s.end_us.saturating_sub(s.start_us)),
         })
         .collect();
-    if let Some(t) = opts.target {
-        if !s.targets.iter().any(|x| x.target_idx == t) {
-            return Err(Error::NoTarget(t));
-        }
-    }
     let nr_regions = regions.len();
     regions.sort_by(|a, b| {
         b.nr_accesses
@@ -177,8 +188,8 @@ pub fn build<S: SnapshotSource + ?Sized>(src: &S, opts: &HotOptions) -> Result<H
             .then(a.target_idx.cmp(&b.target_idx))
             .then(a.start.cmp(&b.start))
     });
-    truncate(&mut regions, opts.top);
-    Ok(Hot::Snapshot(HotSnapshot {
+    truncate(&mut regions, top);
+    HotSnapshot {
         start_us: s.start_us.saturating_sub(rs),
         end_us: s.end_us.saturating_sub(rs),
         sample_us: s.sample_us,
@@ -186,7 +197,7 @@ pub fn build<S: SnapshotSource + ?Sized>(src: &S, opts: &HotOptions) -> Result<H
         max_nr_accesses: max,
         nr_regions,
         regions,
-    }))
+    }
 }
 
 fn truncate<T>(v: &mut Vec<T>, top: usize) {
@@ -377,6 +388,50 @@ fn aggregate<S: SnapshotSource + ?Sized>(
     src: &S,
     opts: &HotOptions,
 ) -> Result<HotAggregate, Error> {
+    let (mut maps, all) = accumulate(src, opts)?;
+    if let Some(t) = opts.target {
+        if !maps.contains_key(&t) {
+            return Err(Error::NoTarget(t));
+        }
+    }
+    let mut ranges = Vec::new();
+    for (&target_idx, (m, _)) in &mut maps {
+        ranges.extend(ranges_of(target_idx, m));
+    }
+    Ok(ranked(ranges, &all, opts.top))
+}
+
+/// The time a target (or the whole source) was seen over: microseconds
+/// since the record's start, and snapshots.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    t0: u64,
+    t1: u64,
+    n: usize,
+}
+
+impl Span {
+    const NONE: Span = Span {
+        t0: u64::MAX,
+        t1: 0,
+        n: 0,
+    };
+    fn add(&mut self, a: u64, b: u64) {
+        self.n += 1;
+        self.t0 = self.t0.min(a);
+        self.t1 = self.t1.max(b);
+    }
+}
+
+/// Each target's frequency map and span, by index.
+type Accumulated = BTreeMap<u32, (FreqMap, Span)>;
+
+/// One pass over `src`: each selected target's frequency map and span,
+/// and the span of the whole.
+fn accumulate<S: SnapshotSource + ?Sized>(
+    src: &S,
+    opts: &HotOptions,
+) -> Result<(Accumulated, Span), Error> {
     if let Some((s, e)) = opts.time_range {
         if s >= e {
             return Err(Error::InvalidOption(format!(
@@ -384,9 +439,9 @@ fn aggregate<S: SnapshotSource + ?Sized>(
             )));
         }
     }
-    let mut maps: BTreeMap<u32, FreqMap> = BTreeMap::new();
+    let mut maps = Accumulated::new();
     let mut record_start = src.record_start_us()?;
-    let (mut t0, mut t1, mut n) = (u64::MAX, 0u64, 0usize);
+    let mut all = Span::NONE;
     each(src, |s| {
         let rs = *record_start.get_or_insert(s.start_us);
         let (a, b) = match opts.time_range {
@@ -399,46 +454,51 @@ fn aggregate<S: SnapshotSource + ?Sized>(
             }
             None => (s.start_us, s.end_us.max(s.start_us)),
         };
-        n += 1;
-        t0 = t0.min(a.saturating_sub(rs));
-        t1 = t1.max(b.saturating_sub(rs));
+        let (ra, rb) = (a.saturating_sub(rs), b.saturating_sub(rs));
+        all.add(ra, rb);
         let max = s.max_nr_accesses();
         for t in s
             .targets
             .iter()
             .filter(|t| crate::source::selected(opts.target, t.target_idx))
         {
-            maps.entry(t.target_idx)
-                .or_default()
-                .add(&t.regions, (b - a) as f64, max);
+            let (m, span) = maps
+                .entry(t.target_idx)
+                .or_insert_with(|| (FreqMap::default(), Span::NONE));
+            m.add(&t.regions, (b - a) as f64, max);
+            span.add(ra, rb);
         }
     })?;
-    if n == 0 {
+    if all.n == 0 {
         return Err(Error::NoSnapshots);
     }
-    if let Some(t) = opts.target {
-        if !maps.contains_key(&t) {
-            return Err(Error::NoTarget(t));
+    Ok((maps, all))
+}
+
+/// A target's ranges: its pieces, neighbours of equal average merged.
+fn ranges_of(target_idx: u32, m: &mut FreqMap) -> Vec<HotRange> {
+    let mut merged: Vec<Piece> = Vec::new();
+    for q in m.pieces() {
+        match merged.last_mut() {
+            Some(l) if l.end == q.start && (l.avg() - q.avg()).abs() <= 1e-12 => l.absorb(q),
+            _ => merged.push(*q),
         }
     }
-    let mut ranges = Vec::new();
-    for (&target_idx, m) in &mut maps {
-        let mut merged: Vec<Piece> = Vec::new();
-        for q in m.pieces() {
-            match merged.last_mut() {
-                Some(l) if l.end == q.start && (l.avg() - q.avg()).abs() <= 1e-12 => l.absorb(q),
-                _ => merged.push(*q),
-            }
-        }
-        ranges.extend(merged.iter().map(|q| HotRange {
+    merged
+        .iter()
+        .map(|q| HotRange {
             target_idx,
             start: q.start,
             end: q.end,
             size_bytes: q.end - q.start,
             access_frequency: (q.avg() * 1e6).round() / 1e6,
             monitored_us: q.time.round() as u64,
-        }));
-    }
+        })
+        .collect()
+}
+
+/// The `top` hottest of `ranges` over `span`.
+fn ranked(mut ranges: Vec<HotRange>, span: &Span, top: usize) -> HotAggregate {
     let nr_ranges = ranges.len();
     ranges.sort_by(|a, b| {
         b.access_frequency
@@ -447,14 +507,152 @@ fn aggregate<S: SnapshotSource + ?Sized>(
             .then(a.target_idx.cmp(&b.target_idx))
             .then(a.start.cmp(&b.start))
     });
-    truncate(&mut ranges, opts.top);
-    Ok(HotAggregate {
-        start_us: t0,
-        end_us: t1,
-        nr_snapshots: n,
+    truncate(&mut ranges, top);
+    HotAggregate {
+        start_us: span.t0,
+        end_us: span.t1,
+        nr_snapshots: span.n,
         nr_ranges,
         ranges,
+    }
+}
+
+/// One process's (target's) hot report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProcessHot {
+    #[serde(flatten)]
+    pub process: TargetRow,
+    #[serde(flatten)]
+    pub hot: Hot,
+}
+
+/// The hot report broken down by process (`--by process`): each target's
+/// own top `top`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HotByProcess {
+    pub processes: Vec<ProcessHot>,
+}
+
+/// Builds the hot report of each target of `src`, named by `table`. With
+/// `aggregate`, each target's hottest ranges over the time range (its
+/// `start_us`, `end_us` and `nr_snapshots` are those of the snapshots that
+/// hold it); with `at_us`, each target's hottest regions in the snapshot
+/// covering that time; else each target's hottest regions in the last
+/// snapshot that holds it (a process that left early is listed as it was
+/// last seen).
+pub fn build_by_process<S: SnapshotSource + ?Sized>(
+    src: &S,
+    opts: &HotOptions,
+    table: &TargetTable,
+) -> Result<HotByProcess, Error> {
+    let keep = |t: u32| crate::source::selected(opts.target, t);
+    let hots: Vec<(u32, Hot)> = if opts.aggregate {
+        if opts.at_us.is_some() {
+            return Err(Error::InvalidOption(
+                "at_us and aggregate cannot be combined".into(),
+            ));
+        }
+        let (mut maps, _) = accumulate(src, opts)?;
+        maps.iter_mut()
+            .map(|(&t, (m, span))| (t, Hot::Aggregate(ranked(ranges_of(t, m), span, opts.top))))
+            .collect()
+    } else if opts.time_range.is_some() {
+        return Err(Error::InvalidOption("time_range needs aggregate".into()));
+    } else {
+        let rs = src.record_start_us()?.ok_or(Error::NoSnapshots)?;
+        let lasts = last_of_each(src, rs, opts.at_us, &keep)?;
+        lasts
+            .iter()
+            .map(|(&t, s)| (t, Hot::Snapshot(snapshot_hot(s, rs, |x| x == t, opts.top))))
+            .collect()
+    };
+    if let Some(t) = opts.target.filter(|t| !hots.iter().any(|(x, _)| x == t)) {
+        return Err(Error::NoTarget(t));
+    }
+    Ok(HotByProcess {
+        processes: hots
+            .into_iter()
+            .map(|(t, hot)| ProcessHot {
+                process: table.row(t),
+                hot,
+            })
+            .collect(),
     })
+}
+
+/// Per kept target, the last snapshot that holds it (only its own regions
+/// kept), or with `at_us` the snapshot covering that time.
+fn last_of_each<S: SnapshotSource + ?Sized>(
+    src: &S,
+    rs: u64,
+    at_us: Option<u64>,
+    keep: &dyn Fn(u32) -> bool,
+) -> Result<BTreeMap<u32, Snapshot>, Error> {
+    let mut lasts: BTreeMap<u32, Snapshot> = BTreeMap::new();
+    let at = at_us.map(|a| rs.saturating_add(a));
+    let mut found = false;
+    src.for_each_snapshot(&mut |s| {
+        if at.is_some_and(|at| !(s.start_us <= at && at < s.end_us)) {
+            return ControlFlow::Continue(());
+        }
+        found = true;
+        for t in s.targets.iter().filter(|t| keep(t.target_idx)) {
+            let one = lasts.entry(t.target_idx).or_default();
+            one.start_us = s.start_us;
+            one.end_us = s.end_us;
+            one.sample_us = s.sample_us;
+            one.aggr_us = s.aggr_us;
+            match one.targets.first_mut() {
+                Some(x) => x.clone_from(t),
+                None => one.targets.push(t.clone()),
+            }
+        }
+        if at.is_some() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })?;
+    match at_us {
+        Some(a) if !found => Err(Error::NoSnapshotAt(a)),
+        _ if lasts.is_empty() && !found => Err(Error::NoSnapshots),
+        _ => Ok(lasts),
+    }
+}
+
+impl HotByProcess {
+    /// Writes each process's table under a line naming it.
+    pub fn write_text(&self, w: &mut dyn Write) -> Result<(), Error> {
+        for (i, p) in self.processes.iter().enumerate() {
+            if i > 0 {
+                writeln!(w)?;
+            }
+            let r = &p.process;
+            writeln!(
+                w,
+                "## target {}: {}{}{}",
+                r.target_idx,
+                r.name(),
+                r.arrived_us
+                    .map_or(String::new(), |t| format!(", arrived at {}", fmt_us(t))),
+                match r.left_us {
+                    Some(_) => format!(", left at {}", crate::wss::left_text(r)),
+                    None => String::new(),
+                }
+            )?;
+            p.hot.write_text(w)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the report as one JSON object: `processes: [{target_idx, pid,
+    /// start, comm, cgroup, label, arrived_us, left_us, left_why, mode,
+    /// ...}]`, each with the fields of [`HotSnapshot`] or [`HotAggregate`].
+    pub fn write_json(&self, w: &mut dyn Write) -> Result<(), Error> {
+        serde_json::to_writer(&mut *w, self).map_err(std::io::Error::from)?;
+        writeln!(w)?;
+        Ok(())
+    }
 }
 
 impl Hot {

@@ -25,8 +25,8 @@ use udamon_record::{Entry, Reader};
 use crate::heatmap::{self, Heatmap, HeatmapFormat, HeatmapOptions};
 use crate::hot::{self, Hot, HotOptions};
 use crate::human::{fmt_addr, fmt_bytes, fmt_us};
-use crate::wss::{self, Wss, WssOptions};
-use crate::{Error, Selection, SnapshotSource};
+use crate::wss::{self, Wss, WssByProcess, WssOptions};
+use crate::{Error, Selection, SnapshotSource, TargetRow, TargetTable};
 
 /// Most time bins (columns) of the page's heatmap; fewer when the record
 /// has fewer snapshots in the time range.
@@ -38,6 +38,13 @@ pub const HTML_ADDR_BINS: usize = 600;
 pub const WSS_CHART_POINTS: usize = 3000;
 /// Rows of the hot table.
 pub const HOT_ROWS: usize = 20;
+/// Most processes (targets) in the page's process picker: those seen in
+/// the most windows.
+pub const HTML_PROCESSES: usize = 12;
+/// Most time bins of a process's own heatmap.
+pub const PROCESS_TIME_BINS: usize = 500;
+/// Most address bins of a process's own heatmap.
+pub const PROCESS_ADDR_BINS: usize = 200;
 
 const CSS: &str = include_str!("html/report.css");
 const JS: &str = include_str!("html/report.js");
@@ -46,11 +53,12 @@ const JS: &str = include_str!("html/report.js");
 /// flag of `udamon report html`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HtmlOptions {
-    /// Target of the heatmap, and the only one the working set and hot
-    /// table count. Default: the heatmap draws the first target of the
-    /// first snapshot in the time range; the working set and hot table
+    /// The only targets (by index, sorted) the page shows: the heatmap
+    /// draws the first of them in the time range, the working set, hot
+    /// table and process picker count them. Default: the heatmap draws the
+    /// first target of the first snapshot in the time range; the others
     /// cover all targets.
-    pub target: Option<u32>,
+    pub targets: Option<Vec<u32>>,
     /// Time range `[start, end)` in microseconds since the record's start.
     /// Default: the whole record.
     pub time_range: Option<(u64, u64)>,
@@ -78,6 +86,31 @@ pub struct HtmlReport {
     pub hot: Hot,
     /// Scheme statistics, when the record has any in the time range.
     pub schemes: Option<SchemeSeries>,
+    /// The processes (targets) the snapshots hold, when there are two or
+    /// more: the page's process picker.
+    pub processes: Option<ProcessPicker>,
+}
+
+/// The page's process picker: each process's own heatmap and working set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessPicker {
+    /// Processes the selected snapshots hold.
+    pub total: usize,
+    /// Those seen in the most windows, at most [`HTML_PROCESSES`], by index.
+    pub views: Vec<ProcessView>,
+}
+
+/// One process on the page.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessView {
+    pub process: TargetRow,
+    /// Snapshots that hold it.
+    pub windows: usize,
+    /// Its heatmap, over the page's time range.
+    pub heatmap: Heatmap,
+    pub ages_us: Vec<f64>,
+    /// Its working set over the windows that hold it.
+    pub wss: Wss,
 }
 
 /// The scheme statistics a record holds (JSON entries of kind `schemes`,
@@ -178,28 +211,7 @@ impl SchemeSeries {
 /// record on its own thread. With a time range, only the frames that may
 /// hold it are read.
 pub fn build(reader: &Reader, opts: &HtmlOptions) -> Result<HtmlReport, Error> {
-    let hopts = HeatmapOptions {
-        target: opts.target,
-        time_range: opts.time_range,
-        address_range: opts.address_range,
-        all: false,
-        time_bins: Some(
-            opts.time_bins
-                .unwrap_or_else(|| auto_time_bins(reader, opts.time_range)),
-        ),
-        addr_bins: Some(opts.addr_bins.unwrap_or(HTML_ADDR_BINS)),
-    };
-    let wopts = WssOptions {
-        target: opts.target,
-        ..WssOptions::default()
-    };
-    let kopts = HotOptions {
-        aggregate: true,
-        time_range: opts.time_range,
-        top: HOT_ROWS,
-        target: opts.target,
-        at_us: None,
-    };
+    let (hopts, wopts, kopts) = report_options(reader, opts);
     let record_start = reader.record_start_us()?.ok_or(Error::NoSnapshots)?;
     let abs_range = opts.time_range.map(|(a, b)| {
         (
@@ -224,50 +236,209 @@ pub fn build(reader: &Reader, opts: &HtmlOptions) -> Result<HtmlReport, Error> {
             },
         )
     };
+    let cut = |inner, drop_empty| Cut {
+        inner,
+        address: opts.address_range,
+        time_us: abs_range,
+        targets: opts.targets.clone(),
+        drop_empty,
+    };
     let (htx, hsrc) = pipe();
     let (wtx, wsrc) = pipe();
     let (ktx, ksrc) = pipe();
-    std::thread::scope(|scope| {
+    let (ptx, psrc) = pipe();
+    let (hsrc, wsrc, ksrc, psrc) = (
+        Cut {
+            address: None,
+            ..cut(hsrc, true)
+        },
+        cut(wsrc, false),
+        cut(ksrc, false),
+        cut(psrc, true),
+    );
+    let (report, by_process, entries) = std::thread::scope(|scope| {
         let hm = scope.spawn(move || heatmap::build_with_ages(&hsrc, &hopts, HeatmapFormat::Json));
-        let ws = scope.spawn(move || {
-            let src = Cut {
-                inner: wsrc,
-                address: opts.address_range,
-                time_us: abs_range,
-            };
-            wss::build(&src, &wopts)
-        });
-        let hot = scope.spawn(move || {
-            let src = Cut {
-                inner: ksrc,
-                address: opts.address_range,
-                time_us: abs_range,
-            };
-            hot::build(&src, &kopts)
-        });
+        let ws = scope.spawn(move || wss::build(&wsrc, &wopts));
+        let hot = scope.spawn(move || hot::build(&ksrc, &kopts));
+        let wopts = WssOptions::default();
+        let pw = scope.spawn(move || wss::build_by_process(&psrc, &wopts, &TargetTable::default()));
         let mut entries = Vec::new();
-        let mut to = [htx, wtx, ktx];
+        let mut to = [htx, wtx, ktx, ptx];
         let read = feed(reader, &frames, &mut to, Some(&mut entries)).and_then(|()| {
             // Only the heatmap reads twice.
-            to[1] = None;
-            to[2] = None;
+            to[1..].iter_mut().for_each(|t| *t = None);
             feed(reader, &frames, &mut to[..1], None)
         });
         drop(to);
         let hm = join(hm);
         let ws = join(ws);
         let hot = join(hot);
+        let pw = join(pw);
         // A failure to read the record explains the reports' failures.
         read?;
         let (heatmap, ages_us) = hm?;
-        Ok(HtmlReport {
+        let (schemes, targets): (Vec<_>, Vec<_>) =
+            entries.into_iter().partition(|(k, _)| k == "schemes");
+        let report = HtmlReport {
             heatmap,
             ages_us,
             wss: ws?,
             hot: hot?,
-            schemes: SchemeSeries::from_entries(record_start, &entries, opts.time_range),
-        })
-    })
+            schemes: SchemeSeries::from_entries(
+                record_start,
+                &schemes.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+                opts.time_range,
+            ),
+            processes: None,
+        };
+        Ok::<_, Error>((report, pw?, targets))
+    })?;
+    let mut report = report;
+    if by_process.processes.len() >= 2 {
+        let table = if frames == (0..reader.frames().len()) {
+            TargetTable::from_values(
+                &reader.header().targets,
+                entries.iter().map(|(_, v)| v),
+                crate::targets::MAX_TARGETS,
+            )?
+        } else {
+            TargetTable::read(reader)?
+        };
+        let views = PickerPlan {
+            reader,
+            frames: &frames,
+            record_start,
+            abs_range,
+            opts,
+            time_bins: report.heatmap.time_bins.min(PROCESS_TIME_BINS),
+            addr_bins: report.heatmap.addr_bins.min(PROCESS_ADDR_BINS),
+        }
+        .views(&by_process, &table)?;
+        report.processes = Some(ProcessPicker {
+            total: by_process.processes.len(),
+            views,
+        });
+    }
+    Ok(report)
+}
+
+/// The options of the page's heatmap, working set and hot table.
+fn report_options(reader: &Reader, opts: &HtmlOptions) -> (HeatmapOptions, WssOptions, HotOptions) {
+    let single = match opts.targets.as_deref() {
+        Some([t]) => Some(*t),
+        _ => None,
+    };
+    let hopts = HeatmapOptions {
+        target: single,
+        time_range: opts.time_range,
+        address_range: opts.address_range,
+        all: false,
+        time_bins: Some(
+            opts.time_bins
+                .unwrap_or_else(|| auto_time_bins(reader, opts.time_range)),
+        ),
+        addr_bins: Some(opts.addr_bins.unwrap_or(HTML_ADDR_BINS)),
+    };
+    let wopts = WssOptions {
+        target: single,
+        ..WssOptions::default()
+    };
+    let kopts = HotOptions {
+        aggregate: true,
+        time_range: opts.time_range,
+        top: HOT_ROWS,
+        target: single,
+        at_us: None,
+    };
+    (hopts, wopts, kopts)
+}
+
+/// What the process picker's heatmaps read.
+struct PickerPlan<'a> {
+    reader: &'a Reader,
+    frames: &'a Range<usize>,
+    record_start: u64,
+    abs_range: Option<(u64, u64)>,
+    opts: &'a HtmlOptions,
+    time_bins: usize,
+    addr_bins: usize,
+}
+
+impl PickerPlan<'_> {
+    /// The views of the processes seen in the most windows, each its own
+    /// heatmap (two more passes, one thread each) and working set. A
+    /// process with nothing to draw (no region in the address range) is
+    /// left out.
+    fn views(&self, by: &WssByProcess, table: &TargetTable) -> Result<Vec<ProcessView>, Error> {
+        let mut chosen: Vec<&wss::ProcessWss> = by.processes.iter().collect();
+        chosen.sort_by_key(|p| (std::cmp::Reverse(p.windows), p.process.target_idx));
+        chosen.truncate(HTML_PROCESSES);
+        chosen.sort_by_key(|p| p.process.target_idx);
+        let mut to = Vec::new();
+        let mut srcs = Vec::new();
+        for _ in &chosen {
+            let (tx, rx) = mpsc::sync_channel(2);
+            to.push(Some(tx));
+            srcs.push(Cut {
+                inner: Piped {
+                    rx,
+                    record_start_us: self.record_start,
+                },
+                address: None,
+                time_us: self.abs_range,
+                targets: None,
+                drop_empty: false,
+            });
+        }
+        let maps = std::thread::scope(|scope| {
+            let threads: Vec<_> = chosen
+                .iter()
+                .zip(srcs)
+                .map(|(p, src)| {
+                    let hopts = HeatmapOptions {
+                        target: Some(p.process.target_idx),
+                        time_range: self.opts.time_range,
+                        address_range: self.opts.address_range,
+                        all: false,
+                        time_bins: Some(self.time_bins),
+                        addr_bins: Some(self.addr_bins),
+                    };
+                    scope.spawn(move || heatmap::build_with_ages(&src, &hopts, HeatmapFormat::Json))
+                })
+                .collect();
+            let read = feed(self.reader, self.frames, &mut to, None)
+                .and_then(|()| feed(self.reader, self.frames, &mut to, None));
+            drop(to);
+            let maps: Vec<_> = threads.into_iter().map(join).collect();
+            read.map(|()| maps)
+        })?;
+        let mut views = Vec::new();
+        for (p, map) in chosen.into_iter().zip(maps) {
+            let (heatmap, ages_us) = match map {
+                Ok(m) => m,
+                Err(Error::NoTarget(_) | Error::NoSnapshots | Error::EmptyAddressRange { .. }) => {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            views.push(ProcessView {
+                process: table.row(p.process.target_idx),
+                windows: p.windows,
+                heatmap,
+                ages_us,
+                wss: Wss {
+                    target_idx: Some(p.process.target_idx),
+                    acc_thres: by.acc_thres,
+                    sz_thres_bytes: by.sz_thres_bytes,
+                    skipped: 0,
+                    wss_avg_bytes: p.wss_avg_bytes,
+                    percentiles: p.percentiles.clone(),
+                    series: p.series.clone(),
+                },
+            });
+        }
+        Ok(views)
+    }
 }
 
 /// A thread's result, its panic passed on.
@@ -312,12 +483,12 @@ const BATCH_REGIONS: usize = 1 << 16;
 /// Decodes `frames` once and hands every snapshot
 /// to each report still reading, then marks the end of the pass; a report
 /// that stopped reading is left out, and reading stops when none is left.
-/// The `schemes` entries are kept in `entries`.
+/// The `schemes` and `target` entries are kept in `entries`.
 fn feed(
     reader: &Reader,
     frames: &Range<usize>,
     to: &mut [Option<SyncSender<Msg>>],
-    mut entries: Option<&mut Vec<Value>>,
+    mut entries: Option<&mut Vec<(String, Value)>>,
 ) -> Result<(), Error> {
     let send = |to: &mut [Option<SyncSender<Msg>>], batch: Vec<Snapshot>| {
         let batch = Arc::new(batch);
@@ -346,8 +517,8 @@ fn feed(
             }
             Entry::Json { kind, value } => {
                 if let Some(e) = entries.as_deref_mut() {
-                    if kind == "schemes" {
-                        e.push(value.clone());
+                    if kind == "schemes" || kind == udamon_record::TARGET_EVENT {
+                        e.push((kind.clone(), value.clone()));
                     }
                 }
             }
@@ -411,15 +582,17 @@ impl SnapshotSource for Piped {
     }
 }
 
-/// A source as the working set and hot table read it: snapshots outside
-/// `time_us` (the snapshots' own clock) left out, and regions cut to
-/// `address` (a snapshot with none left is still handed on, empty, so it
-/// counts as a working set of 0). Times still count from the record's
-/// start.
+/// A source as the page's reports read it: snapshots outside `time_us`
+/// (the snapshots' own clock) left out, and regions cut to `address` and
+/// `targets` (a snapshot with none left is still handed on, empty, so it
+/// counts as a working set of 0, unless `drop_empty`). Times still count
+/// from the record's start.
 struct Cut<S> {
     inner: S,
     address: Option<(u64, u64)>,
     time_us: Option<(u64, u64)>,
+    targets: Option<Vec<u32>>,
+    drop_empty: bool,
 }
 
 impl<S: SnapshotSource> SnapshotSource for Cut<S> {
@@ -430,17 +603,19 @@ impl<S: SnapshotSource> SnapshotSource for Cut<S> {
         let sel = Selection {
             address: self.address,
             time_us: self.time_us,
-            target: None,
+            targets: self.targets.clone(),
         };
         let mut cut = Snapshot::default();
         self.inner.for_each_snapshot(&mut |s| {
             if !sel.in_time(s.start_us, s.end_us) {
                 return ControlFlow::Continue(());
             }
-            if self.address.is_none() {
+            if self.address.is_none() && self.targets.is_none() {
                 return f(s);
             }
-            sel.apply(s, &mut cut);
+            if !sel.apply(s, &mut cut) && self.drop_empty {
+                return ControlFlow::Continue(());
+            }
             f(&cut)
         })
     }
@@ -518,22 +693,6 @@ fn base64(bytes: &[u8]) -> String {
 /// addresses are hex strings (JavaScript numbers hold 53 bits), times are
 /// microseconds since the record's start, sizes bytes.
 pub fn page_data(r: &HtmlReport) -> Value {
-    let hm = &r.heatmap;
-    let ages = AgeCodes::for_ages(&r.ages_us);
-    let freq: Vec<u8> = hm.cells.iter().map(|&f| freq_code(f)).collect();
-    let age: Vec<u8> = r.ages_us.iter().map(|&a| ages.code(a)).collect();
-    let segments: Vec<Value> = hm
-        .segments
-        .iter()
-        .map(|g| {
-            json!({
-                "start": fmt_addr(g.addr_start),
-                "len": g.len(),
-                "off": g.axis_offset,
-                "gap": g.gap_before,
-            })
-        })
-        .collect();
     let schemes = r.schemes.as_ref().map(|s| {
         let tracks: Vec<Value> = s
             .schemes
@@ -551,20 +710,66 @@ pub fn page_data(r: &HtmlReport) -> Value {
         json!({ "readings": s.readings, "schemes": tracks })
     });
     json!({
-        "heatmap": {
-            "target_idx": hm.target_idx,
-            "start_us": hm.start_us,
-            "end_us": hm.end_us,
-            "time_bins": hm.time_bins,
-            "addr_bins": hm.addr_bins,
-            "axis_bytes": hm.axis_bytes,
-            "segments": segments,
-            "freq": base64(&freq),
-            "age": base64(&age),
-            "age_k": ages.k,
-        },
+        "heatmap": heatmap_data(&r.heatmap, &r.ages_us),
         "wss": wss_chart(&r.wss),
         "schemes": schemes,
+    })
+}
+
+/// The process picker's data, `null` without one: `total` (processes the
+/// selected snapshots hold) and `list`, per process its `target_idx`,
+/// `pid`, `start`, `comm`, `cgroup`, `label`, `arrived_us`, `left_us`,
+/// `left_why`, `name`, `windows`, and its own `heatmap` and `wss` as in
+/// [`page_data`].
+pub fn process_data(r: &HtmlReport) -> Value {
+    let Some(p) = &r.processes else {
+        return Value::Null;
+    };
+    let list: Vec<Value> = p
+        .views
+        .iter()
+        .map(|v| {
+            let mut o = serde_json::to_value(&v.process).unwrap_or(Value::Null);
+            if let Some(m) = o.as_object_mut() {
+                m.insert("name".into(), v.process.name().into());
+                m.insert("windows".into(), v.windows.into());
+                m.insert("heatmap".into(), heatmap_data(&v.heatmap, &v.ages_us));
+                m.insert("wss".into(), wss_chart(&v.wss));
+            }
+            o
+        })
+        .collect();
+    json!({ "total": p.total, "list": list })
+}
+
+/// A heatmap as the page's script reads it.
+fn heatmap_data(hm: &Heatmap, ages_us: &[f64]) -> Value {
+    let ages = AgeCodes::for_ages(ages_us);
+    let freq: Vec<u8> = hm.cells.iter().map(|&f| freq_code(f)).collect();
+    let age: Vec<u8> = ages_us.iter().map(|&a| ages.code(a)).collect();
+    let segments: Vec<Value> = hm
+        .segments
+        .iter()
+        .map(|g| {
+            json!({
+                "start": fmt_addr(g.addr_start),
+                "len": g.len(),
+                "off": g.axis_offset,
+                "gap": g.gap_before,
+            })
+        })
+        .collect();
+    json!({
+        "target_idx": hm.target_idx,
+        "start_us": hm.start_us,
+        "end_us": hm.end_us,
+        "time_bins": hm.time_bins,
+        "addr_bins": hm.addr_bins,
+        "axis_bytes": hm.axis_bytes,
+        "segments": segments,
+        "freq": base64(&freq),
+        "age": base64(&age),
+        "age_k": ages.k,
     })
 }
 
@@ -682,6 +887,9 @@ pub fn write_html(
         fmt_bytes(hm.monitored_bytes),
         esc(&window)
     )?;
+    if let Some(p) = &r.processes {
+        write_picker(w, p, hm.target_idx)?;
+    }
 
     w.write_all(
         br#"<section id="heat-section">
@@ -728,12 +936,57 @@ pub fn write_html(
     )?;
     // JSON in a script element: "<" only occurs inside strings, where
     // "\u003c" reads the same, and no "</script>" can end the element early.
-    let data = page_data(r).to_string().replace('<', "\\u003c");
+    let mut data = page_data(r);
+    data["processes"] = process_data(r);
+    let data = data.to_string().replace('<', "\\u003c");
     writeln!(
         w,
         "<script id=\"udamon-data\" type=\"application/json\">{data}</script>"
     )?;
     writeln!(w, "<script>\n{JS}</script>\n</body>\n</html>")?;
+    Ok(())
+}
+
+/// The process picker: "all processes", then each process the page holds.
+fn write_picker(w: &mut impl Write, p: &ProcessPicker, target_idx: u32) -> Result<(), Error> {
+    writeln!(
+        w,
+        "<p class=\"picker\"><label for=\"process\">process</label> <select id=\"process\">\n\
+         <option value=\"\" selected>all processes (heatmap: target {target_idx})</option>"
+    )?;
+    for v in &p.views {
+        let r = &v.process;
+        writeln!(
+            w,
+            "<option value=\"{}\">{} &middot; target {}{}</option>",
+            r.target_idx,
+            esc(&r.name()),
+            r.target_idx,
+            match (r.arrived_us, r.left_us) {
+                (None, None) => String::new(),
+                (a, l) => format!(
+                    " &middot; {} to {}",
+                    a.map_or("start".to_string(), since),
+                    l.map_or("end".to_string(), since)
+                ),
+            }
+        )?;
+    }
+    let more = if p.total > p.views.len() {
+        format!(
+            " {} of the {} processes are listed, those seen longest; select others with \
+             <code>--pid</code> or <code>--comm</code>.",
+            p.views.len(),
+            p.total
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        w,
+        "</select> <span class=\"hint\">redraws the heatmap and the working-set chart for one \
+         process; the tables cover all.{more}</span></p>"
+    )?;
     Ok(())
 }
 

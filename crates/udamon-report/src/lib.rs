@@ -18,6 +18,8 @@
 //!   averaged over time;
 //! - [`raw`] and [`write_raw`]: the record as JSON lines;
 //! - [`summary`]: the run's summary a record ends with, in words;
+//! - [`targets`]: a record's processes (targets), when each arrived and
+//!   left; `wss`, `hot` and `summary` break down by them;
 //! - [`html`]: one self-contained page of the heatmap (zoomable), the
 //!   working set, the hot table and the schemes' statistics.
 //!
@@ -68,6 +70,7 @@ mod record;
 pub mod select;
 mod source;
 pub mod summary;
+pub mod targets;
 pub mod wss;
 
 pub use error::Error;
@@ -78,4 +81,5 @@ pub use human::{fmt_addr, fmt_bytes, fmt_us};
 pub use record::write_raw;
 pub use select::{Selected, Selection};
 pub use source::SnapshotSource;
+pub use targets::{TargetRow, TargetTable};
 pub use wss::{Wss, WssOptions};

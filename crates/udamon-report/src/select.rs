@@ -1,4 +1,4 @@
-//! A part of a record: a time range, an address range, one target.
+//! A part of a record: a time range, an address range, some targets.
 //! `udamon cut` writes what a [`Selection`] keeps as a record of its own;
 //! every report reads a record through one ([`Selected`]), and only the
 //! frames that may hold the time range are read.
@@ -7,13 +7,13 @@ use std::io::Write;
 use std::ops::{ControlFlow, Range};
 
 use udamon_core::{RegionSnapshot, Snapshot, TargetSnapshot};
-use udamon_record::{Entry, FrameInfo, Reader};
+use udamon_record::{Entry, FrameInfo, Reader, TARGET_EVENT};
 
 use crate::{raw, Error, SnapshotSource};
 
 /// Which part of each snapshot to keep; `None` keeps everything on that
 /// axis.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Selection {
     /// `[start, end)` in the snapshots' own microseconds: a snapshot is kept
     /// when its window overlaps it.
@@ -21,19 +21,19 @@ pub struct Selection {
     /// `[start, end)` of addresses: regions are clipped to it, and those
     /// outside it dropped.
     pub address: Option<(u64, u64)>,
-    /// Only this target (by index) is kept.
-    pub target: Option<u32>,
+    /// Only these targets (by index, sorted, each once) are kept.
+    pub targets: Option<Vec<u32>>,
 }
 
 impl Selection {
     /// The selection of a time range given in microseconds since the
     /// record's start (the start of its first snapshot), an address range
-    /// and a target.
+    /// and targets.
     pub fn since_start(
         reader: &Reader,
         time_range: Option<(u64, u64)>,
         address: Option<(u64, u64)>,
-        target: Option<u32>,
+        targets: Option<Vec<u32>>,
     ) -> Selection {
         let origin = reader
             .frames()
@@ -43,13 +43,32 @@ impl Selection {
         Selection {
             time_us: time_range.map(|(x, y)| (origin.saturating_add(x), origin.saturating_add(y))),
             address,
-            target,
+            targets: targets.map(|mut t| {
+                t.sort_unstable();
+                t.dedup();
+                t
+            }),
         }
     }
 
     /// Whether it keeps everything.
     pub fn is_all(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// Whether it keeps target `idx`.
+    pub fn keeps_target(&self, idx: u32) -> bool {
+        self.targets
+            .as_ref()
+            .is_none_or(|t| t.binary_search(&idx).is_ok())
+    }
+
+    /// The one target it keeps, when it keeps exactly one.
+    pub fn single_target(&self) -> Option<u32> {
+        match self.targets.as_deref() {
+            Some([t]) => Some(*t),
+            _ => None,
+        }
     }
 
     /// The frames (indexes into `frames`) that may hold a snapshot in the
@@ -91,7 +110,7 @@ impl Selection {
         out.aggr_us = s.aggr_us;
         out.targets.clear();
         for t in &s.targets {
-            if self.target.is_some_and(|k| k != t.target_idx) {
+            if !self.keeps_target(t.target_idx) {
                 continue;
             }
             let regions: Vec<RegionSnapshot> = match self.address {
@@ -142,9 +161,11 @@ impl<'a> Selected<'a> {
     }
 
     /// Calls `f` on what the selection keeps of each entry in recording
-    /// order: snapshots cut to the selection, and the JSON entries written
+    /// order: snapshots cut to the selection, the JSON entries written
     /// while a kept snapshot's window was being recorded (scheme
-    /// statistics, gaps, execs). The caller decides what to do with a
+    /// statistics, gaps, execs), and the `target` entries of the kept
+    /// targets in the frames read, whenever they were written (they say
+    /// which process an index is). The caller decides what to do with a
     /// run's `summary`, which describes the whole run.
     pub fn for_each_entry(
         &self,
@@ -165,6 +186,12 @@ impl<'a> Selected<'a> {
                         f(&out)
                     } else {
                         ControlFlow::Continue(())
+                    }
+                }
+                Entry::Json { kind, value } if kind == TARGET_EVENT => {
+                    match crate::targets::event_idx(value) {
+                        Some(i) if !self.sel.keeps_target(i) => ControlFlow::Continue(()),
+                        _ => f(e),
                     }
                 }
                 Entry::Json { .. } if in_range => f(e),
@@ -258,7 +285,7 @@ mod tests {
         let sel = Selection {
             time_us: Some((1050, 2000)),
             address: Some((2048, 8192)),
-            target: Some(0),
+            targets: Some(vec![0]),
         };
         assert!(sel.apply(&s, &mut out));
         assert_eq!(out.targets.len(), 1);

@@ -5,10 +5,12 @@
 use std::io::{self, Write};
 use std::ops::ControlFlow;
 
+use serde::Serialize;
 use serde_json::Value;
 use udamon_record::{Entry, Reader};
 
-use crate::{fmt_bytes, Error};
+use crate::wss::{self, WssOptions};
+use crate::{fmt_bytes, fmt_us, Error, SnapshotSource, TargetRow, TargetTable};
 
 /// A record's summary.
 #[derive(Clone, Debug, PartialEq)]
@@ -122,6 +124,89 @@ impl Summary {
         }
         Ok(())
     }
+}
+
+/// One process (target) of a run: who it was, when it came and went, how
+/// many windows hold it and its median working set over them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProcessSummary {
+    #[serde(flatten)]
+    pub process: TargetRow,
+    /// Snapshots that hold the target.
+    pub windows: usize,
+    /// The median (damo's percentile rule) of its working set over those
+    /// windows (regions accessed at least once); `None` without windows.
+    pub wss_median_bytes: Option<u64>,
+}
+
+/// The run's processes: every target of `table` and every target the
+/// snapshots of `src` hold, by index.
+pub fn processes<S: SnapshotSource + ?Sized>(
+    src: &S,
+    table: &TargetTable,
+) -> Result<Vec<ProcessSummary>, Error> {
+    let opts = WssOptions {
+        percentiles: vec![50.0],
+        ..WssOptions::default()
+    };
+    let seen = match wss::build_by_process(src, &opts, table) {
+        Ok(w) => w.processes,
+        Err(Error::NoSnapshots) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let mut out: Vec<ProcessSummary> = table
+        .rows()
+        .iter()
+        .map(|r| ProcessSummary {
+            process: r.clone(),
+            windows: 0,
+            wss_median_bytes: None,
+        })
+        .collect();
+    for p in seen {
+        let median = p.percentiles.first().map(|x| x.wss_bytes);
+        match out.binary_search_by_key(&p.process.target_idx, |x| x.process.target_idx) {
+            Ok(i) => {
+                out[i].windows = p.windows;
+                out[i].wss_median_bytes = median;
+            }
+            Err(i) => out.insert(
+                i,
+                ProcessSummary {
+                    process: p.process,
+                    windows: p.windows,
+                    wss_median_bytes: median,
+                },
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// The processes as an aligned table, one a line.
+pub fn write_processes(out: &mut dyn Write, ps: &[ProcessSummary]) -> io::Result<()> {
+    writeln!(out, "processes  {}", ps.len())?;
+    writeln!(
+        out,
+        "{:>6}  {:>8}  {:<15}  {:<24}  {:>10}  {:<20}  {:>7}  {:>10}",
+        "target", "pid", "comm", "cgroup", "arrived", "left", "windows", "median wss"
+    )?;
+    for p in ps {
+        let r = &p.process;
+        writeln!(
+            out,
+            "{:>6}  {:>8}  {:<15}  {:<24}  {:>10}  {:<20}  {:>7}  {:>10}",
+            r.target_idx,
+            r.pid,
+            r.comm.as_deref().unwrap_or("-"),
+            r.cgroup.as_deref().unwrap_or("-"),
+            r.arrived_us.map_or("-".into(), fmt_us),
+            wss::left_text(r),
+            p.windows,
+            p.wss_median_bytes.map_or("-".into(), fmt_bytes)
+        )?;
+    }
+    Ok(())
 }
 
 /// The lines only a live run's summary has.

@@ -2,13 +2,14 @@
 //! least `acc_thres` times in the window (regions smaller than `sz_thres`
 //! are left out), with the average, percentiles and the time series.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use serde::Serialize;
 
 use crate::human::{fmt_bytes, fmt_us};
 use crate::source::each;
-use crate::{Error, SnapshotSource};
+use crate::{Error, SnapshotSource, TargetRow, TargetTable};
 
 /// What to measure. Every field maps to one command-line flag.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,61 +83,247 @@ pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
 
 /// Measures the working set of every snapshot of `src` in one pass.
 pub fn build<S: SnapshotSource + ?Sized>(src: &S, opts: &WssOptions) -> Result<Wss, Error> {
-    if let Some(p) = opts
-        .percentiles
-        .iter()
-        .find(|p| !(0.0..=100.0).contains(*p))
-    {
-        return Err(Error::InvalidOption(format!(
-            "percentile {p} is outside 0..=100"
-        )));
-    }
+    check_percentiles(opts)?;
     let mut series = Vec::new();
-    // Times count from the source's start (a whole record's, when it is
-    // read through a selection).
-    let mut record_start = src.record_start_us()?;
-    let mut seen = 0usize;
-    each(src, |s| {
-        let start = *record_start.get_or_insert(s.start_us);
-        seen += 1;
-        if seen <= opts.skip {
-            return;
-        }
-        let wss: u64 = s
-            .targets
-            .iter()
-            .filter(|t| crate::source::selected(opts.target, t.target_idx))
-            .flat_map(|t| &t.regions)
-            .filter(|r| r.nr_accesses >= opts.acc_thres && r.sz() >= opts.sz_thres)
-            .map(|r| r.sz())
-            .sum();
+    let seen = walk(src, opts, |end_us, targets| {
+        let wss = targets.iter().map(|&(_, b)| b).sum();
         series.push(WssPoint {
-            end_us: s.end_us.saturating_sub(start),
+            end_us,
             wss_bytes: wss,
         });
     })?;
     if series.is_empty() {
         return Err(Error::NoSnapshots);
     }
-    let mut sorted: Vec<u64> = series.iter().map(|p| p.wss_bytes).collect();
-    sorted.sort_unstable();
-    let sum: u128 = sorted.iter().map(|&v| u128::from(v)).sum();
+    let (wss_avg_bytes, percentiles) = stats(&series, &opts.percentiles);
     Ok(Wss {
         target_idx: opts.target,
         acc_thres: opts.acc_thres,
         sz_thres_bytes: opts.sz_thres,
         skipped: opts.skip.min(seen),
-        wss_avg_bytes: (sum / sorted.len() as u128) as u64,
-        percentiles: opts
-            .percentiles
-            .iter()
-            .map(|&p| WssPercentile {
-                percentile: p,
-                wss_bytes: percentile(&sorted, p).unwrap_or(0),
-            })
-            .collect(),
+        wss_avg_bytes,
+        percentiles,
         series,
     })
+}
+
+fn check_percentiles(opts: &WssOptions) -> Result<(), Error> {
+    match opts
+        .percentiles
+        .iter()
+        .find(|p| !(0.0..=100.0).contains(*p))
+    {
+        Some(p) => Err(Error::InvalidOption(format!(
+            "percentile {p} is outside 0..=100"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Calls `f` with the end of each snapshot past `opts.skip` (microseconds
+/// since the source's start, a whole record's when it is read through a
+/// selection) and each selected target's working set in it; returns the
+/// snapshots seen.
+fn walk<S: SnapshotSource + ?Sized>(
+    src: &S,
+    opts: &WssOptions,
+    mut f: impl FnMut(u64, &[(u32, u64)]),
+) -> Result<usize, Error> {
+    let mut record_start = src.record_start_us()?;
+    let mut seen = 0usize;
+    let mut per_target = Vec::new();
+    each(src, |s| {
+        let start = *record_start.get_or_insert(s.start_us);
+        seen += 1;
+        if seen <= opts.skip {
+            return;
+        }
+        per_target.clear();
+        per_target.extend(
+            s.targets
+                .iter()
+                .filter(|t| crate::source::selected(opts.target, t.target_idx))
+                .map(|t| {
+                    let b = t
+                        .regions
+                        .iter()
+                        .filter(|r| r.nr_accesses >= opts.acc_thres && r.sz() >= opts.sz_thres)
+                        .map(|r| r.sz())
+                        .sum();
+                    (t.target_idx, b)
+                }),
+        );
+        f(s.end_us.saturating_sub(start), &per_target);
+    })?;
+    Ok(seen)
+}
+
+/// The average (rounded down) and the percentiles of a series.
+fn stats(series: &[WssPoint], percentiles: &[f64]) -> (u64, Vec<WssPercentile>) {
+    let mut sorted: Vec<u64> = series.iter().map(|p| p.wss_bytes).collect();
+    sorted.sort_unstable();
+    let sum: u128 = sorted.iter().map(|&v| u128::from(v)).sum();
+    let avg = (sum / (sorted.len().max(1) as u128)) as u64;
+    let ps = percentiles
+        .iter()
+        .map(|&p| WssPercentile {
+            percentile: p,
+            wss_bytes: percentile(&sorted, p).unwrap_or(0),
+        })
+        .collect();
+    (avg, ps)
+}
+
+/// The working set of one process (target), over the windows it was in.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProcessWss {
+    #[serde(flatten)]
+    pub process: TargetRow,
+    /// Snapshots that hold the target (past the skipped ones).
+    pub windows: usize,
+    pub wss_avg_bytes: u64,
+    pub percentiles: Vec<WssPercentile>,
+    pub series: Vec<WssPoint>,
+}
+
+/// The working set report broken down by process (`--by process`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WssByProcess {
+    pub acc_thres: u32,
+    pub sz_thres_bytes: u64,
+    /// Snapshots left out at the start.
+    pub skipped: usize,
+    /// Snapshots read past the skipped ones.
+    pub snapshots: usize,
+    /// One per target found in the snapshots, by index.
+    pub processes: Vec<ProcessWss>,
+}
+
+/// Measures the working set of each target of `src` in one pass: its
+/// windows are the snapshots that hold it, each with the bytes of its own
+/// regions; `table` names the targets.
+pub fn build_by_process<S: SnapshotSource + ?Sized>(
+    src: &S,
+    opts: &WssOptions,
+    table: &TargetTable,
+) -> Result<WssByProcess, Error> {
+    check_percentiles(opts)?;
+    let mut series: BTreeMap<u32, Vec<WssPoint>> = BTreeMap::new();
+    let mut snapshots = 0;
+    let seen = walk(src, opts, |end_us, targets| {
+        snapshots += 1;
+        for &(t, wss_bytes) in targets {
+            series
+                .entry(t)
+                .or_default()
+                .push(WssPoint { end_us, wss_bytes });
+        }
+    })?;
+    if snapshots == 0 {
+        return Err(Error::NoSnapshots);
+    }
+    if let Some(t) = opts.target.filter(|t| !series.contains_key(t)) {
+        return Err(Error::NoTarget(t));
+    }
+    let processes = series
+        .into_iter()
+        .map(|(idx, series)| {
+            let (wss_avg_bytes, percentiles) = stats(&series, &opts.percentiles);
+            ProcessWss {
+                process: table.row(idx),
+                windows: series.len(),
+                wss_avg_bytes,
+                percentiles,
+                series,
+            }
+        })
+        .collect();
+    Ok(WssByProcess {
+        acc_thres: opts.acc_thres,
+        sz_thres_bytes: opts.sz_thres,
+        skipped: opts.skip.min(seen),
+        snapshots,
+        processes,
+    })
+}
+
+impl WssByProcess {
+    /// Writes one row per process: its index, pid, comm, when it arrived
+    /// and left, its windows, the percentiles and the average; `series`
+    /// adds each process's time series.
+    pub fn write_text(&self, w: &mut dyn Write, series: bool) -> Result<(), Error> {
+        writeln!(
+            w,
+            "# working set by process: {} snapshots ({} skipped), nr_accesses >= {}, size >= {}",
+            self.snapshots,
+            self.skipped,
+            self.acc_thres,
+            fmt_bytes(self.sz_thres_bytes)
+        )?;
+        let pcts: Vec<String> = self.processes.first().map_or(Vec::new(), |p| {
+            p.percentiles
+                .iter()
+                .map(|p| format!("p{}", fmt_pct(p.percentile)))
+                .collect()
+        });
+        write!(
+            w,
+            "{:>6}  {:>8}  {:<15}  {:>10}  {:<20}  {:>7}",
+            "target", "pid", "comm", "arrived", "left", "windows"
+        )?;
+        for p in pcts.iter().map(String::as_str).chain(["avg"]) {
+            write!(w, "  {p:>10}")?;
+        }
+        writeln!(w)?;
+        for p in &self.processes {
+            let r = &p.process;
+            write!(
+                w,
+                "{:>6}  {:>8}  {:<15}  {:>10}  {:<20}  {:>7}",
+                r.target_idx,
+                r.pid,
+                r.comm.as_deref().unwrap_or("-"),
+                r.arrived_us.map_or("-".into(), fmt_us),
+                left_text(r),
+                p.windows
+            )?;
+            for b in p
+                .percentiles
+                .iter()
+                .map(|x| x.wss_bytes)
+                .chain([p.wss_avg_bytes])
+            {
+                write!(w, "  {:>10}", fmt_bytes(b))?;
+            }
+            writeln!(w)?;
+        }
+        if series {
+            for p in &self.processes {
+                writeln!(w, "\n# {}", p.process.name())?;
+                write_series(w, &p.series)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the report as one JSON object: `acc_thres`, `sz_thres_bytes`,
+    /// `skipped`, `snapshots`, and `processes: [{target_idx, pid, start,
+    /// comm, cgroup, label, arrived_us, left_us, left_why, windows,
+    /// wss_avg_bytes, percentiles, series}]`.
+    pub fn write_json(&self, w: &mut dyn Write) -> Result<(), Error> {
+        serde_json::to_writer(&mut *w, self).map_err(std::io::Error::from)?;
+        writeln!(w)?;
+        Ok(())
+    }
+}
+
+/// "-" while the target was monitored to the end, else "1.20 s (exited)".
+pub(crate) fn left_text(r: &TargetRow) -> String {
+    match (r.left_us, &r.left_why) {
+        (Some(t), Some(why)) => format!("{} ({why})", fmt_us(t)),
+        (Some(t), None) => fmt_us(t),
+        _ => "-".into(),
+    }
 }
 
 impl Wss {
@@ -171,16 +358,8 @@ impl Wss {
             self.wss_avg_bytes
         )?;
         if series {
-            writeln!(w, "\n{:>12}  {:>12}  {:>16}", "time", "wss", "bytes")?;
-            for p in &self.series {
-                writeln!(
-                    w,
-                    "{:>12}  {:>12}  {:>16}",
-                    fmt_us(p.end_us),
-                    fmt_bytes(p.wss_bytes),
-                    p.wss_bytes
-                )?;
-            }
+            writeln!(w)?;
+            write_series(w, &self.series)?;
         }
         Ok(())
     }
@@ -193,6 +372,21 @@ impl Wss {
         writeln!(w)?;
         Ok(())
     }
+}
+
+/// A WSS time series as aligned text, its heading first.
+fn write_series(w: &mut dyn Write, series: &[WssPoint]) -> Result<(), Error> {
+    writeln!(w, "{:>12}  {:>12}  {:>16}", "time", "wss", "bytes")?;
+    for p in series {
+        writeln!(
+            w,
+            "{:>12}  {:>12}  {:>16}",
+            fmt_us(p.end_us),
+            fmt_bytes(p.wss_bytes),
+            p.wss_bytes
+        )?;
+    }
+    Ok(())
 }
 
 fn fmt_pct(p: f64) -> String {

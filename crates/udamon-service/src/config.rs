@@ -163,6 +163,9 @@ struct RawJob {
     guardrails: RawGuardrails,
     #[serde(default)]
     optional: bool,
+    /// A process set's per-process metric series: the processes with the
+    /// largest working sets, this many; the others are summed.
+    top_processes: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -318,7 +321,15 @@ pub struct JobPlan {
     /// ("scheme file", "workload spec"), checked like the config when the
     /// service runs as root.
     pub inputs: Vec<(PathBuf, &'static str)>,
+    /// A process set's processes with a metric series of their own (the
+    /// largest working sets); the rest are summed into one.
+    pub top_processes: u32,
 }
+
+/// `top_processes` when the config leaves it out.
+pub const TOP_PROCESSES: u32 = 10;
+/// At most this many per-process series per job.
+pub const MAX_TOP_PROCESSES: u32 = 1000;
 
 impl JobPlan {
     /// The schemes as they run: each acting scheme's size quota limited by
@@ -926,6 +937,7 @@ fn resolve_job(
                 .into(),
         );
     }
+    let top_processes = top_processes(j, &target)?;
     Ok(JobPlan {
         name: j.name.clone(),
         target,
@@ -942,7 +954,29 @@ fn resolve_job(
             .any(|s| s.preset.as_deref() == Some("tiering") && s.backstop != Some(false)),
         optional: j.optional,
         inputs,
+        top_processes,
     })
+}
+
+/// A job's `top_processes`: for process sets, at most
+/// [`MAX_TOP_PROCESSES`].
+fn top_processes(j: &RawJob, target: &TargetPlan) -> Result<u32, String> {
+    let Some(n) = j.top_processes else {
+        return Ok(TOP_PROCESSES);
+    };
+    if !target.is_set() {
+        return Err(format!(
+            "top_processes = {n}: only a process set (comm, cmdline, cgroup) has several \
+             processes; remove it"
+        ));
+    }
+    if n > MAX_TOP_PROCESSES {
+        return Err(format!(
+            "top_processes = {n}: at most {MAX_TOP_PROCESSES} (each is a metric series; the \
+             other processes are summed into one)"
+        ));
+    }
+    Ok(n)
 }
 
 /// A job's `softdirty_reset`, refused when the job never takes the

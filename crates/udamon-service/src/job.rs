@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use udamon_record::Writer;
+use udamon_record::{TargetEvent, Writer};
 use udamon_session::features::Features;
 use udamon_session::{
     path_blocker, Event, FileWriter, LiveTarget, OpsChoice, Recorder, SchemeReport, Session,
@@ -78,6 +78,7 @@ impl Job {
                 target: plan.target.label(),
                 ops: plan.ops.name().into(),
                 dry_run: plan.guardrails.dry_run,
+                top_processes: plan.top_processes,
                 ..Default::default()
             });
         }
@@ -96,7 +97,10 @@ impl Job {
 
     /// Hands a changed plan (same target and path) to the running sessions.
     pub fn reload(&mut self, plan: JobPlan, env: &Env) {
-        env.with_job(&plan.name, |j| j.dry_run = plan.guardrails.dry_run);
+        env.with_job(&plan.name, |j| {
+            j.dry_run = plan.guardrails.dry_run;
+            j.top_processes = plan.top_processes;
+        });
         *self.ctl.reload.lock().unwrap_or_else(|e| e.into_inner()) = Some(plan.clone());
         self.plan = plan;
     }
@@ -129,44 +133,15 @@ struct WorkerCtl {
     done: AtomicBool,
 }
 
-/// The processes of a process-set target now.
+/// The processes of a process-set target now (none for other targets, or
+/// a cgroup that does not exist).
 pub fn matching_pids(root: &Path, t: &TargetPlan) -> Vec<u32> {
-    let me = std::process::id();
-    let mut pids: Vec<u32> = match t {
-        TargetPlan::Cgroup(dir) => {
-            // The directory is absolute; under a test root it is re-rooted.
-            let dir = root.join(dir.strip_prefix("/").unwrap_or(dir));
-            std::fs::read_to_string(dir.join("cgroup.procs"))
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| l.trim().parse().ok())
-                .collect()
-        }
-        TargetPlan::Comm(_) | TargetPlan::Cmdline(_) => {
-            let re = match t {
-                TargetPlan::Cmdline(r) => regex::Regex::new(r).ok(),
-                _ => None,
-            };
-            std::fs::read_dir(root.join("proc"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                .filter(|&pid| match t {
-                    TargetPlan::Comm(c) => {
-                        std::fs::read_to_string(root.join(format!("proc/{pid}/comm")))
-                            .is_ok_and(|s| s.trim_end_matches('\n') == c)
-                    }
-                    _ => udamon_session::cmdline(root, pid)
-                        .is_some_and(|l| re.as_ref().is_some_and(|re| re.is_match(&l))),
-                })
-                .collect()
-        }
-        _ => Vec::new(),
-    };
-    pids.retain(|&p| p != me);
-    pids.sort_unstable();
-    pids
+    if !t.is_set() {
+        return Vec::new();
+    }
+    udamon_proc::Tracker::new(root, program_of(t))
+        .map(|mut tr| tr.scan().into_iter().map(|m| m.pid).collect())
+        .unwrap_or_default()
 }
 
 /// The kernel's reclaim-time demotion switch.
@@ -208,9 +183,12 @@ fn backstop_on(env: &Env, job: &str) -> bool {
 fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
     let restore_demotion = plan.demotion_backstop && backstop_on(&env, &plan.name);
     let mut workers: BTreeMap<u64, Worker> = BTreeMap::new();
-    // Processes whose session could not start: not tried again while they
-    // run (a retry every scan would only repeat the error).
-    let mut failed: std::collections::BTreeSet<u64> = Default::default();
+    // The processes of a set whose session could not start: not tried
+    // again while they are the set (a retry every scan would only repeat
+    // the error).
+    let mut failed: Option<Vec<u32>> = None;
+    // The set when its session started.
+    let mut last_set: Vec<u32> = Vec::new();
     let mut started_once = false;
     let mut last_scan = None::<Instant>;
     // Whether "waiting for a matching process" was logged (once per wait).
@@ -225,9 +203,13 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
             }
             plan = p;
         }
-        retire_ended(&mut workers, &mut failed, &plan, &env);
+        if retire_ended(&mut workers, &plan, &env) {
+            failed = Some(std::mem::take(&mut last_set));
+        }
         if plan.target.is_set() {
-            if last_scan.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
+            // While the set's session runs, it follows the set itself.
+            if workers.is_empty() && last_scan.is_none_or(|t| t.elapsed() >= Duration::from_secs(2))
+            {
                 last_scan = Some(Instant::now());
                 let now = matching_pids(&env.root, &plan.target);
                 if now.is_empty() && workers.is_empty() {
@@ -236,8 +218,8 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
                         log::info(
                             Some(&plan.name),
                             &format!(
-                                "waiting: no process matches {} yet; a session starts for each \
-                                 as it appears",
+                                "waiting: no process matches {} yet; one session follows the \
+                                 set's processes once one appears",
                                 plan.target.label()
                             ),
                         );
@@ -245,15 +227,18 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
                 } else {
                     said_waiting = false;
                 }
-                failed.retain(|id| now.iter().any(|&p| u64::from(p) == *id));
-                for pid in now {
-                    let id = u64::from(pid);
-                    if failed.contains(&id) {
-                        continue;
-                    }
-                    workers
-                        .entry(id)
-                        .or_insert_with(|| spawn_worker(id, LiveTarget::Pid(pid), &plan, &env));
+                // One session follows the whole set; one that could not
+                // start is tried again when the set changes.
+                if failed.as_ref().is_some_and(|f| *f != now) {
+                    failed = None;
+                }
+                if !now.is_empty() && workers.is_empty() && failed.is_none() {
+                    let target = LiveTarget::Program {
+                        program: program_of(&plan.target),
+                        command: None,
+                    };
+                    workers.insert(SET_WORKER, spawn_worker(SET_WORKER, target, &plan, &env));
+                    last_set = now;
                 }
             }
         } else if !started_once {
@@ -286,35 +271,68 @@ fn backstop_off(env: &Env, job: &str) {
     }
 }
 
-/// Ended sessions of process sets leave; their totals stay. A process set's
-/// process whose session failed goes into `failed`.
-fn retire_ended(
-    workers: &mut BTreeMap<u64, Worker>,
-    failed: &mut std::collections::BTreeSet<u64>,
-    plan: &JobPlan,
-    env: &Env,
-) {
+/// The worker id of a process set's one session.
+const SET_WORKER: u64 = 0;
+
+/// Ended sessions of process sets leave (the set's processes all exited);
+/// their totals stay. Returns whether one of them failed to start or run.
+fn retire_ended(workers: &mut BTreeMap<u64, Worker>, plan: &JobPlan, env: &Env) -> bool {
     let ended: Vec<u64> = workers
         .iter()
         .filter(|(_, w)| w.ctl.done.load(Ordering::SeqCst))
         .map(|(id, _)| *id)
         .collect();
+    let mut gave_up = false;
     for id in ended {
         if let Some(w) = workers.remove(&id) {
             let _ = w.thread.join();
         }
         if plan.target.is_set() {
-            let gave_up = env
+            gave_up |= env
                 .with_job(&plan.name, |j| {
                     let f = j.workers.get(&id).is_some_and(|w| w.state == "failed");
                     j.retire(id);
                     f
                 })
                 .unwrap_or(false);
-            if gave_up {
-                failed.insert(id);
-            }
         }
+    }
+    gave_up
+}
+
+/// A process set as a program: its processes, followed as they come and
+/// go, all targets of one session.
+fn program_of(target: &TargetPlan) -> udamon_proc::Program {
+    use udamon_proc::{Matcher, Program};
+    let matching = match target {
+        TargetPlan::Comm(c) => {
+            let c = c.clone();
+            Some(Matcher {
+                label: format!("comm {c}"),
+                test: Arc::new(move |_, _, comm| comm == c),
+            })
+        }
+        TargetPlan::Cmdline(r) => {
+            // Checked when the config was read.
+            let re = regex::Regex::new(r).ok();
+            Some(Matcher {
+                label: format!("cmdline ~ {r}"),
+                test: Arc::new(move |root, pid, _| {
+                    udamon_session::cmdline(root, pid)
+                        .is_some_and(|l| re.as_ref().is_some_and(|re| re.is_match(&l)))
+                }),
+            })
+        }
+        _ => None,
+    };
+    let cgroup = match target {
+        TargetPlan::Cgroup(d) => Some(d.clone()),
+        _ => None,
+    };
+    Program {
+        cgroup,
+        matching,
+        ..Program::default()
     }
 }
 
@@ -508,6 +526,7 @@ fn announce(id: u64, plan: &JobPlan, session: &mut Session, env: &Env) -> Sessio
         ],
     );
     set_worker(env, job, id, |w| {
+        w.pid = info.pid;
         w.command = info.command.clone();
         w.path = info.path.into();
         w.chosen_because = info.chosen_because.clone();
@@ -516,8 +535,26 @@ fn announce(id: u64, plan: &JobPlan, session: &mut Session, env: &Env) -> Sessio
         w.aggr_us = aggr_us;
         w.kdamond_pid = session.kdamond_pid();
         w.schemes = scheme_statuses(plan);
+        if session.is_program() {
+            w.processes = session
+                .header()
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (i as u32, process_status(t)))
+                .collect();
+        }
     });
     info
+}
+
+/// A process's status entry, as it joins.
+fn process_status(t: &udamon_record::TargetInfo) -> crate::status::ProcessStatus {
+    crate::status::ProcessStatus {
+        pid: t.pid,
+        comm: t.comm.clone().unwrap_or_default(),
+        wss_bytes: 0,
+    }
 }
 
 /// Opens the job's record directory and the session's first record in it
@@ -655,6 +692,7 @@ impl<'a> SessionRun<'a> {
                 Event::Snapshot(s) => {
                     set_worker(self.env, &self.job, self.id, |w| w.take_snapshot(s))
                 }
+                Event::Targets(events) => self.take_target_events(events),
             }
             // Once a second: statistics, intervals, guardrails, reloads.
             if self.last_stats.elapsed() < Duration::from_secs(1) {
@@ -665,6 +703,34 @@ impl<'a> SessionRun<'a> {
         }
     }
 
+    /// A process set's processes that arrived or left: logged, and in the
+    /// status.
+    fn take_target_events(&self, events: &[TargetEvent]) {
+        for e in events {
+            let msg = match e {
+                TargetEvent::Arrive { idx, target, .. } => format!(
+                    "process {} ({}) joined as target {idx}",
+                    target.pid,
+                    target.comm.as_deref().unwrap_or("?")
+                ),
+                TargetEvent::Exit { idx, why, .. } => format!("target {idx} left ({why})"),
+            };
+            log::info(Some(&self.job), &msg);
+        }
+        set_worker(self.env, &self.job, self.id, |w| {
+            for e in events {
+                match e {
+                    TargetEvent::Arrive { idx, target, .. } => {
+                        w.processes.insert(*idx, process_status(target));
+                    }
+                    TargetEvent::Exit { idx, .. } => {
+                        w.processes.remove(idx);
+                    }
+                }
+            }
+        });
+    }
+
     /// Once a second: statistics, intervals, guardrails, reloads, then
     /// the record's rotation.
     fn every_second(&mut self) {
@@ -673,11 +739,13 @@ impl<'a> SessionRun<'a> {
             Vec::new()
         });
         let (sample_us, aggr_us) = self.session.intervals();
-        let pid = self.info.pid;
-        let rss = (pid != 0)
+        let pids = self.session.pids();
+        // A program's: summed over its processes.
+        let rss = (!pids.is_empty())
             .then(|| {
-                udamon_session::rss_swap_kb(&self.env.root, pid)
-                    .0
+                pids.iter()
+                    .map(|&p| udamon_session::rss_swap_kb(&self.env.root, p).0)
+                    .sum::<Option<u64>>()
                     .map(|k| k * 1024)
             })
             .flatten();

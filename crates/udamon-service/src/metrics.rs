@@ -284,6 +284,7 @@ fn render_job_memory(f: &mut Families, job: &JobStatus, running: &[&WorkerStatus
             &[("udamon_job", j)],
             sum(running, |w| w.bandwidth_bytes_per_s),
         );
+    render_processes(f, job, running);
     if let Some(q) = job.idle_quantiles() {
         for (quantile, v) in IDLE_QUANTILES.iter().zip(q) {
             // "percentile", as DAMON_STAT names them: Prometheus keeps
@@ -296,6 +297,46 @@ fn render_job_memory(f: &mut Families, job: &JobStatus, running: &[&WorkerStatus
                     v,
                 );
         }
+    }
+}
+
+/// A process set's processes: the working set of each of the
+/// `top_processes` largest, by pid and comm, and of the others summed
+/// (`pid="other"`), so that a set of thousands of processes costs
+/// `top_processes + 1` series.
+fn render_processes(f: &mut Families, job: &JobStatus, running: &[&WorkerStatus]) {
+    let mut all: Vec<&crate::status::ProcessStatus> =
+        running.iter().flat_map(|w| w.processes.values()).collect();
+    if all.is_empty() {
+        return;
+    }
+    f.gauge(
+        "udamon_job_processes",
+        "Processes of the job's process set monitored now.",
+        &[("udamon_job", &job.name)],
+        all.len() as f64,
+    );
+    all.sort_by(|a, b| b.wss_bytes.cmp(&a.wss_bytes).then(a.pid.cmp(&b.pid)));
+    let top = (job.top_processes as usize).min(all.len());
+    let help = "Working set of a process of a process set (the largest top_processes; \
+                pid=\"other\" sums the rest).";
+    for p in &all[..top] {
+        let pid = p.pid.to_string();
+        f.gauge(
+            "udamon_process_wss_bytes",
+            help,
+            &[("udamon_job", &job.name), ("pid", &pid), ("comm", &p.comm)],
+            p.wss_bytes as f64,
+        );
+    }
+    if all.len() > top {
+        let rest: u64 = all[top..].iter().map(|p| p.wss_bytes).sum();
+        f.gauge(
+            "udamon_process_wss_bytes",
+            help,
+            &[("udamon_job", &job.name), ("pid", "other"), ("comm", "")],
+            rest as f64,
+        );
     }
 }
 
@@ -578,6 +619,10 @@ mod tests {
             ..Default::default()
         };
         let text = render(&status, &Machine::default());
+        assert!(
+            !text.contains("udamon_process_wss_bytes"),
+            "not a process set"
+        );
         for want in [
             "# TYPE udamon_scheme_applied_bytes_total counter",
             "udamon_scheme_applied_bytes_total{udamon_job=\"db\",scheme=\"0\",action=\"pageout\"} 4096",
@@ -587,5 +632,51 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want} missing from\n{text}");
         }
+    }
+
+    /// A process set's processes: the largest working sets get a series
+    /// each, the others one summed series, so cardinality stays bounded.
+    #[test]
+    fn per_process_series_are_bounded() {
+        use crate::status::ProcessStatus;
+        let mut w = WorkerStatus {
+            state: "running".into(),
+            ..Default::default()
+        };
+        for i in 0..50u32 {
+            w.processes.insert(
+                i,
+                ProcessStatus {
+                    pid: 1000 + i,
+                    comm: "postgres".into(),
+                    wss_bytes: u64::from(i) * 4096,
+                },
+            );
+        }
+        let mut job = JobStatus {
+            name: "pg".into(),
+            top_processes: 3,
+            ..Default::default()
+        };
+        job.workers.insert(0, w);
+        let status = ServiceStatus {
+            jobs: vec![job],
+            ..Default::default()
+        };
+        let text = render(&status, &Machine::default());
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("udamon_process_wss_bytes{"))
+            .collect();
+        assert_eq!(series.len(), 4, "{series:?}");
+        assert!(text.contains(
+            "udamon_process_wss_bytes{udamon_job=\"pg\",pid=\"1049\",comm=\"postgres\"} 200704"
+        ));
+        // 0..=46 pages summed: 46 * 47 / 2 pages.
+        let rest = 46 * 47 / 2 * 4096;
+        assert!(text.contains(&format!(
+            "udamon_process_wss_bytes{{udamon_job=\"pg\",pid=\"other\",comm=\"\"}} {rest}"
+        )));
+        assert!(text.contains("udamon_job_processes{udamon_job=\"pg\"} 50"));
     }
 }

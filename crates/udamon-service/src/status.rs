@@ -144,6 +144,17 @@ pub struct WorkerStatus {
     pub record: Option<String>,
     /// The target's resident set (bytes), for processes.
     pub rss_bytes: Option<u64>,
+    /// A process set's processes (its targets), by target index.
+    pub processes: BTreeMap<u32, ProcessStatus>,
+}
+
+/// One process of a process set's session.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ProcessStatus {
+    pub pid: u32,
+    pub comm: String,
+    /// Its working set in the last snapshot (bytes of regions accessed).
+    pub wss_bytes: u64,
 }
 
 impl WorkerStatus {
@@ -161,15 +172,22 @@ impl WorkerStatus {
         self.regions = s.nr_regions() as u64;
         self.idle.clear();
         let (mut wss, mut bw) = (0u64, 0f64);
-        for r in s.targets.iter().flat_map(|t| t.regions.iter()) {
-            let sz = r.end.saturating_sub(r.start);
-            let t = f64::from(r.age + 1) * aggr_s;
-            if r.nr_accesses > 0 {
-                wss += sz;
-                bw += sz as f64 * f64::from(r.nr_accesses);
-                self.idle.push((sz, -t));
-            } else {
-                self.idle.push((sz, t));
+        for t in &s.targets {
+            let mut target_wss = 0;
+            for r in &t.regions {
+                let sz = r.end.saturating_sub(r.start);
+                let idle = f64::from(r.age + 1) * aggr_s;
+                if r.nr_accesses > 0 {
+                    target_wss += sz;
+                    bw += sz as f64 * f64::from(r.nr_accesses);
+                    self.idle.push((sz, -idle));
+                } else {
+                    self.idle.push((sz, idle));
+                }
+            }
+            wss += target_wss;
+            if let Some(p) = self.processes.get_mut(&t.target_idx) {
+                p.wss_bytes = target_wss;
             }
         }
         self.wss_bytes = wss;
@@ -195,6 +213,8 @@ pub struct JobStatus {
     pub trips: BTreeMap<String, u64>,
     /// The last problem, for `ctl status`.
     pub last_error: Option<String>,
+    /// Processes of a process set with a metric series of their own.
+    pub top_processes: u32,
 }
 
 impl JobStatus {

@@ -57,6 +57,8 @@ const READ: &[&str] = &[
     "/sys/devices/virtual/memory_tiering",
     "sys/module/{m}/parameters",
     "/sys/fs/cgroup/",
+    "/sys/fs/cgroup",
+    "sys/fs/cgroup",
 ];
 
 fn crates_dir() -> PathBuf {

@@ -15,6 +15,7 @@
 
 pub mod features;
 mod live;
+mod program;
 mod recorder;
 mod schemes;
 pub mod sim;
@@ -24,8 +25,8 @@ pub use live::{
     choose, cmdline, kdamond_pid, path_blocker, plan, rss_swap_kb, stat_cpu_s, Event, Finished,
     LiveTarget, OpsChoice, Session, SessionInfo, Spec,
 };
-pub use recorder::{CpuSpent, FileWriter, Gaps, LiveSummary, Recorder};
-pub use schemes::{scheme_reports, SchemeReport};
+pub use recorder::{CpuSpent, FileWriter, Gaps, LiveSummary, Processes, Recorder};
+pub use schemes::{scheme_reports, SchemeReport, TargetStats};
 
 /// Where a session's warnings go: by default stderr, as
 /// "udamon: warning: ..."; the service sends them to its log, with the job

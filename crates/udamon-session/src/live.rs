@@ -20,10 +20,12 @@ use udamon_kdamon::{KTarget, KdamonConfig, KdamonDriver, OpsKind};
 use udamon_proc::{
     proc_field, system_ram, unsupported_reason, AccessMode, Paced, PaddrOps, ProcOps,
 };
-use udamon_record::{Header, SimInfo, TargetInfo};
+use udamon_record::{Header, SimInfo, TargetEvent, TargetInfo};
 use udamon_sim::{MonitorKind, SimOps};
 
 use crate::features::{probe, Features};
+pub use crate::program::cmdline;
+use crate::program::{describe, target_info, Change, Follow};
 use crate::schemes::{scheme_reports, SchemeReport};
 use crate::sim;
 use crate::Error;
@@ -78,6 +80,14 @@ impl OpsChoice {
 #[derive(Clone, Debug)]
 pub enum LiveTarget {
     Pid(u32),
+    /// A whole program: given processes, their descendants and a cgroup's
+    /// processes ([`udamon_proc::Program`]), each process one target,
+    /// followed as they come and go; with `command`, udamon starts it and
+    /// it is one of the given processes.
+    Program {
+        program: udamon_proc::Program,
+        command: Option<Vec<String>>,
+    },
     /// Started by udamon, followed until it exits, ended when the session
     /// ends first.
     Command(Vec<String>),
@@ -148,9 +158,13 @@ pub enum Event {
         at_us: u64,
         exe: String,
     },
+    /// Processes of a program arrived or left (each arrival takes the
+    /// next target index; see [`TargetEvent`]).
+    Targets(Vec<TargetEvent>),
     /// The session is over, and why: "duration", "target exited", "target
     /// replaced" (its pid names another process now), "target exec'd"
-    /// (with `stop_on_exec`), "interrupted".
+    /// (with `stop_on_exec`), "interrupted"; for a program, "target
+    /// exited" when its last process is gone.
     End(&'static str),
 }
 
@@ -180,9 +194,20 @@ impl LiveOps {
     }
 
     fn take_execs(&mut self) -> u32 {
+        self.take_execs_of(0)
+    }
+
+    fn take_execs_of(&mut self, i: usize) -> u32 {
         match self {
-            LiveOps::Proc(o) => o.take_execs(0),
+            LiveOps::Proc(o) => o.take_execs(i),
             LiveOps::Phys(_) => 0,
+        }
+    }
+
+    fn proc_mut(&mut self) -> Option<&mut ProcOps> {
+        match self {
+            LiveOps::Proc(o) => Some(o),
+            LiveOps::Phys(_) => None,
         }
     }
 }
@@ -286,6 +311,8 @@ pub fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> 
         OpsChoice::Kdamond => {
             let mut why: Vec<String> = need(&["kernel_damon_sysfs"]).into_iter().collect();
             why.extend(damon_lacks(f, if phys { "paddr" } else { "vaddr" }));
+            let present = why.is_empty();
+            let before = why.len();
             why.extend(modules_holding_damon(f));
             why.extend(f.foreign_kdamonds.iter().map(|k| {
                 if let (Some(u), Some(false)) = (k.udamon_pid, k.udamon_running) {
@@ -310,6 +337,10 @@ pub fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> 
                     k.pid.map_or("-".into(), |p| p.to_string())
                 )
             }));
+            if present && why.len() > before {
+                // The kernel has DAMON; something else holds it.
+                why.insert(0, "kernel DAMON is present but occupied".to_string());
+            }
             (!why.is_empty()).then(|| why.join("; "))
         }
         // Physical addresses need no pagemap translation.
@@ -346,8 +377,13 @@ pub fn choose(
         return match path_blocker(f, asked, phys) {
             None => Ok((asked, "asked for with --ops".into())),
             Some(why) => Err(Error::Capability(format!(
-                "--ops {} is not available on this machine (kernel {}): {why}",
+                "--ops {} {} (kernel {}): {why}",
                 asked.name(),
+                if why.starts_with("kernel DAMON is present but occupied") {
+                    "cannot be used now"
+                } else {
+                    "is not available on this machine"
+                },
                 f.kernel
             ))),
         };
@@ -420,20 +456,6 @@ fn check_target(root: &Path, pid: u32) -> Result<()> {
     Ok(())
 }
 
-/// A process's command line, its words joined by spaces.
-pub fn cmdline(root: &Path, pid: u32) -> Option<String> {
-    std::fs::read(root.join(format!("proc/{pid}/cmdline")))
-        .ok()
-        .map(|b| {
-            b.split(|&c| c == 0)
-                .filter(|s| !s.is_empty())
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .filter(|s| !s.is_empty())
-}
-
 /// `VmRSS` and `VmSwap` of a process, in kB.
 pub fn rss_swap_kb(root: &Path, pid: u32) -> (Option<u64>, Option<u64>) {
     let Ok(s) = std::fs::read_to_string(root.join(format!("proc/{pid}/status"))) else {
@@ -463,6 +485,8 @@ pub fn kdamond_pid(root: &Path) -> Option<u32> {
 /// from (else tried-regions snapshots of a `stat` scheme).
 struct Kernel {
     driver: KdamonDriver,
+    /// "/" in production; a fake tree in tests.
+    root: PathBuf,
     trace: Option<(TraceSession, Assembler)>,
     /// What it monitors (kept for online commits).
     targets: Vec<KTarget>,
@@ -471,6 +495,15 @@ struct Kernel {
     /// Snapshots assembled from trace lines read after the one a call
     /// returned, for the next calls.
     ready: std::collections::VecDeque<Snapshot>,
+    /// Each target's regions in the last snapshot, by position (a
+    /// program's targets only): what a commit that moves a target to
+    /// another position gives the kernel as its regions.
+    last_regions: Vec<Vec<udamon_core::AddrRange>>,
+    /// Where warnings go.
+    warn: crate::Warner,
+    /// CPU seconds of kdamond threads before a restart, less the new
+    /// thread's at its start: added to the thread's own count.
+    cpu_offset: f64,
     /// Whether the trace pipe may hold lines not read yet (false after a
     /// read emptied it, until poll(2) says otherwise).
     unread: bool,
@@ -482,6 +515,27 @@ struct Child {
     pid: u32,
     exited: Arc<AtomicBool>,
     reaper: std::thread::JoinHandle<()>,
+}
+
+/// Starts `argv`, with a thread that reaps it as soon as it exits.
+fn spawn_child(argv: &[String]) -> Result<Child> {
+    let mut c = Command::new(&argv[0])
+        .args(&argv[1..])
+        .spawn()
+        .map_err(|e| Error::Usage(format!("cannot start {:?}: {e}", argv[0])))?;
+    let exited = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&exited);
+    // Reap the command as soon as it exits, so monitoring ends then.
+    let pid = c.id();
+    let reaper = std::thread::spawn(move || {
+        let _ = c.wait();
+        flag.store(true, Ordering::SeqCst);
+    });
+    Ok(Child {
+        pid,
+        exited,
+        reaper,
+    })
 }
 
 /// How long a command udamon started has to exit after SIGTERM before it
@@ -544,6 +598,11 @@ pub struct Session {
     rss_start_kb: Option<u64>,
     finished: bool,
     warn: crate::Warner,
+    /// A program's processes, followed (`None`: one process, physical
+    /// memory or a simulation).
+    follow: Option<Follow>,
+    /// The targets at the start, for the record's header (a program's).
+    initial: Vec<TargetInfo>,
 }
 
 impl std::fmt::Debug for Session {
@@ -644,31 +703,38 @@ pub fn plan(spec: &Spec, features: &Features) -> Result<(&'static str, String)> 
     Ok((ops.name(), because))
 }
 
-/// Kernel DAMON on `pid` (0: physical memory, or NUMA `node`'s): the
-/// kdamond started, its tracepoint opened first; with where its snapshots
-/// come from.
-fn start_kernel(spec: &Spec, pid: u32, node: Option<u32>) -> Result<(Live, String)> {
+/// Kernel DAMON's targets for `pids` (none: physical memory, or NUMA
+/// `node`'s).
+fn kernel_targets(spec: &Spec, pids: &[u32], node: Option<u32>) -> Result<Vec<KTarget>> {
+    if !pids.is_empty() {
+        return Ok(pids
+            .iter()
+            .map(|&p| KTarget {
+                pid: Some(p),
+                ..KTarget::default()
+            })
+            .collect());
+    }
     let root = spec.root.as_path();
-    let phys = pid == 0;
-    let ram = || {
-        match node {
-            Some(n) => udamon_proc::node_ram(root, n),
-            None => system_ram(root),
-        }
-        .map_err(|e| Error::Capability(e.to_string()))
-    };
+    let regions = match node {
+        Some(n) => udamon_proc::node_ram(root, n),
+        None => system_ram(root),
+    }
+    .map_err(|e| Error::Capability(e.to_string()))?;
+    Ok(vec![KTarget {
+        pid: None,
+        regions,
+        ..KTarget::default()
+    }])
+}
+
+/// Kernel DAMON on `targets`: the kdamond started, its tracepoint opened
+/// first; with where its snapshots come from. `positional`: a program's
+/// targets, whose list changes, named in the trace by their position.
+fn start_kernel(spec: &Spec, targets: Vec<KTarget>, positional: bool) -> Result<(Live, String)> {
+    let root = spec.root.as_path();
+    let phys = targets.iter().all(|t| t.pid.is_none());
     let mut source = "tracefs damon:damon_aggregated".to_string();
-    let target = if phys {
-        KTarget {
-            pid: None,
-            regions: ram()?,
-        }
-    } else {
-        KTarget {
-            pid: Some(pid),
-            regions: Vec::new(),
-        }
-    };
     if spec.dry_run {
         spec.warn.warn(
             "kernel DAMON has no dry run: the schemes run as stat, which counts \
@@ -677,7 +743,7 @@ fn start_kernel(spec: &Spec, pid: u32, node: Option<u32>) -> Result<(Live, Strin
     }
     let mut config = KdamonConfig {
         ops: if phys { OpsKind::Paddr } else { OpsKind::Vaddr },
-        targets: vec![target.clone()],
+        targets: targets.clone(),
         attrs: spec.attrs,
         schemes: kernel_schemes(&spec.schemes, spec.dry_run),
         snapshots: true,
@@ -685,6 +751,13 @@ fn start_kernel(spec: &Spec, pid: u32, node: Option<u32>) -> Result<(Live, Strin
     // The tracepoint first, so no aggregation is missed.
     let trace = match TraceSession::open(root) {
         Ok(t) => Some(t),
+        Err(e) if positional => {
+            return Err(Error::Capability(format!(
+                "monitoring a program's processes on kernel DAMON needs the \
+                 damon:damon_aggregated tracepoint, and tracefs cannot be used: {e}; \
+                 give --ops idle or --ops softdirty"
+            )))
+        }
         Err(e) => {
             source = format!("tried-regions snapshots (no tracefs: {e})");
             None
@@ -701,33 +774,45 @@ fn start_kernel(spec: &Spec, pid: u32, node: Option<u32>) -> Result<(Live, Strin
             .collect();
         Error::Capability(format!("cannot start kernel DAMON: {e}{also}"))
     })?;
-    let mut asm = Assembler::new(1, spec.attrs.sample_us, spec.attrs.aggr_us);
+    let nr = targets.len();
+    let mut asm = if positional {
+        Assembler::positional(nr, spec.attrs.sample_us, spec.attrs.aggr_us)
+    } else {
+        Assembler::new(nr, spec.attrs.sample_us, spec.attrs.aggr_us)
+    };
     // Events of other kdamonds (a DAMON module's) are not ours.
     let kpid = kdamond_pid(root);
     asm.only_from(kpid);
     let live = Live::Kernel(Box::new(Kernel {
         driver: d,
+        root: root.to_path_buf(),
         trace: trace.map(|t| (t, asm)),
-        targets: vec![target],
+        targets,
         pid: kpid,
         ready: Default::default(),
         unread: true,
+        last_regions: Vec::new(),
+        warn: spec.warn.clone(),
+        cpu_offset: 0.0,
     }));
     Ok((live, source))
 }
 
-/// udamon's engine on `pid` (0: physical memory, or NUMA `node`'s) over
-/// /proc, through the idle page bitmap or soft-dirty (`ops`); `command`
-/// names the target.
+/// udamon's engine on `pids` (none: physical memory, or NUMA `node`'s)
+/// over /proc, through the idle page bitmap or soft-dirty (`ops`);
+/// `command` names the target. With `members` (a program's processes,
+/// with their start times), those that are gone by now are left out: the
+/// pids it monitors are returned.
 fn start_engine(
     spec: &Spec,
-    pid: u32,
+    pids: &[u32],
     node: Option<u32>,
     ops: OpsChoice,
     command: &str,
-) -> Result<Live> {
+    members: Option<&[udamon_proc::Member]>,
+) -> Result<(Live, Vec<u32>)> {
     let root = spec.root.as_path();
-    let phys = pid == 0;
+    let phys = pids.is_empty() && members.is_none();
     let mode = if ops == OpsChoice::Idle {
         AccessMode::IdlePage
     } else {
@@ -737,17 +822,42 @@ fn start_engine(
         udamon_proc::Error::Gone { .. } => Error::Usage(e.to_string()),
         e => Error::Capability(e.to_string()),
     };
+    let mut pids = pids.to_vec();
     let p = if phys {
         LiveOps::Phys(PaddrOps::with_node(root, node).map_err(cannot)?)
     } else {
-        let mut o = ProcOps::new(root, &[pid], mode).map_err(cannot)?;
+        let mut o = match members {
+            None => ProcOps::new(root, &pids, mode).map_err(cannot)?,
+            Some(members) => {
+                let mut o = ProcOps::new(root, &[], mode).map_err(cannot)?;
+                pids.clear();
+                for m in members {
+                    match o.add_target(m.pid, Some(m.start)) {
+                        Ok(()) => pids.push(m.pid),
+                        Err(udamon_proc::Error::Gone { .. }) => {}
+                        Err(e) => return Err(cannot(e)),
+                    }
+                }
+                if pids.is_empty() {
+                    return Err(Error::Usage(format!(
+                        "cannot monitor {command}: its processes exited as monitoring started"
+                    )));
+                }
+                o
+            }
+        };
         o.set_soft_dirty_reset(spec.softdirty_reset);
         LiveOps::Proc(o)
+    };
+    let targets = if phys {
+        vec![Target::new(0)]
+    } else {
+        pids.iter().map(|&p| Target::new(p)).collect()
     };
     let mut e = Engine::new(
         spec.attrs,
         Paced::new(p),
-        vec![Target::new(pid)],
+        targets,
         Pcg64Mcg::seed_from_u64(seed_from_clock()),
     )
     .map_err(|e| Error::Usage(format!("cannot monitor {command}: {e}")))?;
@@ -767,7 +877,7 @@ fn start_engine(
     }
     e.set_schemes(spec.schemes.clone());
     e.set_dry_run(spec.dry_run);
-    Ok(Live::Engine(Box::new(e), 0))
+    Ok((Live::Engine(Box::new(e), 0), pids))
 }
 
 /// What soft-dirty monitoring does to the process, said before it starts.
@@ -813,25 +923,11 @@ impl Session {
         let (ops, because) = choose(&features, spec.ops, phys, spec.attrs.mode)?;
         check_schemes(&spec.schemes, spec.ops, ops, &because, phys)?;
         let child = match &spec.target {
-            LiveTarget::Command(argv) => {
-                let mut c = Command::new(&argv[0])
-                    .args(&argv[1..])
-                    .spawn()
-                    .map_err(|e| Error::Usage(format!("cannot start {:?}: {e}", argv[0])))?;
-                let exited = Arc::new(AtomicBool::new(false));
-                let flag = Arc::clone(&exited);
-                // Reap the command as soon as it exits, so monitoring ends then.
-                let pid = c.id();
-                let reaper = std::thread::spawn(move || {
-                    let _ = c.wait();
-                    flag.store(true, Ordering::SeqCst);
-                });
-                Some(Child {
-                    pid,
-                    exited,
-                    reaper,
-                })
-            }
+            LiveTarget::Command(argv)
+            | LiveTarget::Program {
+                command: Some(argv),
+                ..
+            } => Some(spawn_child(argv)?),
             _ => None,
         };
         let pid = match (&spec.target, &child) {
@@ -843,7 +939,17 @@ impl Session {
             LiveTarget::Node(n) => Some(n),
             _ => None,
         };
-        match Self::start_live(spec, pid, node, ops, because, &features) {
+        let started = match &spec.target {
+            LiveTarget::Program { program, .. } => {
+                let mut program = program.clone();
+                if let Some(c) = &child {
+                    program.pids.insert(0, c.pid);
+                }
+                Self::start_program(spec, program, ops, because, &features)
+            }
+            _ => Self::start_live(spec, pid, node, ops, because, &features),
+        };
+        match started {
             Ok(mut s) => {
                 s.child = child;
                 Ok(s)
@@ -856,6 +962,69 @@ impl Session {
                 Err(e)
             }
         }
+    }
+
+    /// A program's processes, each a target of one monitor, followed as
+    /// they come and go.
+    fn start_program(
+        spec: &Spec,
+        program: udamon_proc::Program,
+        ops: OpsChoice,
+        because: String,
+        features: &Features,
+    ) -> Result<Session> {
+        let root = spec.root.as_path();
+        let every = Duration::from_micros(spec.attrs.update_us);
+        let what = describe(&program);
+        let (mut follow, mut members) = Follow::start(root, program, every)?;
+        for m in &members {
+            check_target(root, m.pid)?;
+        }
+        let (live, source) = match ops {
+            OpsChoice::Kdamond => {
+                let pids: Vec<u32> = members.iter().map(|m| m.pid).collect();
+                start_kernel(spec, kernel_targets(spec, &pids, None)?, true)?
+            }
+            _ => {
+                let (live, kept) = start_engine(spec, &[], None, ops, &what, Some(&members))?;
+                // Those gone since the scan are left out; they never were
+                // targets.
+                members.retain(|m| kept.contains(&m.pid));
+                follow.slots.retain(|s| kept.contains(&s.pid));
+                for (i, s) in follow.slots.iter_mut().enumerate() {
+                    s.id = i as u32;
+                }
+                follow.reset_ids(kept.len() as u32);
+                (live, "udamon engine".to_string())
+            }
+        };
+        if ops == OpsChoice::Softdirty {
+            warn_softdirty(spec);
+        }
+        let initial: Vec<TargetInfo> = members.iter().map(|m| target_info(root, m)).collect();
+        let rss_start_kb = members
+            .iter()
+            .map(|m| rss_swap_kb(root, m.pid).0)
+            .sum::<Option<u64>>();
+        let info = SessionInfo {
+            pid: members[0].pid,
+            command: format!(
+                "{what} ({} process{} at the start)",
+                members.len(),
+                if members.len() == 1 { "" } else { "es" }
+            ),
+            ops,
+            path: ops.name(),
+            chosen_because: because,
+            access: ops.access(),
+            source,
+            kernel: features.kernel.clone(),
+        };
+        let mut s = Self::live_session(spec, live, info, rss_start_kb);
+        s.stop_on_exec = false;
+        s.follow = Some(follow);
+        s.initial = initial;
+        Ok(s)
     }
 
     fn start_sim(
@@ -918,6 +1087,8 @@ impl Session {
             rss_start_kb: None,
             finished: false,
             warn: spec.warn.clone(),
+            follow: None,
+            initial: Vec::new(),
         })
     }
 
@@ -940,29 +1111,42 @@ impl Session {
             cmdline(root, pid).unwrap_or_else(|| format!("pid {pid}"))
         };
         let rss_start_kb = rss_swap_kb(root, pid).0;
+        let pids: Vec<u32> = if phys { Vec::new() } else { vec![pid] };
         let (live, source) = match ops {
-            OpsChoice::Kdamond => start_kernel(spec, pid, node)?,
+            OpsChoice::Kdamond => start_kernel(spec, kernel_targets(spec, &pids, node)?, false)?,
             _ => (
-                start_engine(spec, pid, node, ops, &command)?,
+                start_engine(spec, &pids, node, ops, &command, None)?.0,
                 "udamon engine".to_string(),
             ),
         };
         if ops == OpsChoice::Softdirty {
             warn_softdirty(spec);
         }
+        let info = SessionInfo {
+            pid,
+            command,
+            ops,
+            path: ops.name(),
+            chosen_because: because,
+            access: ops.access(),
+            source,
+            kernel: features.kernel.clone(),
+        };
+        Ok(Self::live_session(spec, live, info, rss_start_kb))
+    }
+
+    /// A live session over `live`, its monitor's deadline set and the
+    /// kdamond's CPU time so far taken.
+    fn live_session(
+        spec: &Spec,
+        live: Live,
+        info: SessionInfo,
+        rss_start_kb: Option<u64>,
+    ) -> Session {
         let mut s = Session {
             live,
-            info: SessionInfo {
-                pid,
-                command,
-                ops,
-                path: ops.name(),
-                chosen_because: because,
-                access: ops.access(),
-                source,
-                kernel: features.kernel.clone(),
-            },
-            root: root.to_path_buf(),
+            info,
+            root: spec.root.clone(),
             attrs: spec.attrs,
             schemes: spec.schemes.clone(),
             dry_run: spec.dry_run,
@@ -974,10 +1158,12 @@ impl Session {
             rss_start_kb,
             finished: false,
             warn: spec.warn.clone(),
+            follow: None,
+            initial: Vec::new(),
         };
         s.monitor().set_deadline(spec.duration_us);
-        s.kcpu0 = s.kdamond_pid().and_then(|k| stat_cpu_s(root, k));
-        Ok(s)
+        s.kcpu0 = s.kdamond_pid().and_then(|k| stat_cpu_s(&spec.root, k));
+        s
     }
 
     pub fn info(&self) -> &SessionInfo {
@@ -1017,7 +1203,11 @@ impl Session {
     /// only).
     pub fn kdamond_cpu_s(&self) -> Option<f64> {
         let now = stat_cpu_s(&self.root, self.kdamond_pid()?)?;
-        Some(now - self.kcpu0?)
+        let offset = match &self.live {
+            Live::Kernel(k) => k.cpu_offset,
+            _ => 0.0,
+        };
+        Some(now + offset - self.kcpu0?)
     }
 
     /// How the soft-dirty path reset the bits so far (our engine in
@@ -1032,6 +1222,22 @@ impl Session {
         }
     }
 
+    /// The processes monitored now: a program's, or the one process (none
+    /// for physical memory and simulations).
+    pub fn pids(&self) -> Vec<u32> {
+        match &self.follow {
+            Some(f) => f.slots.iter().map(|s| s.pid).collect(),
+            None if self.info.pid != 0 => vec![self.info.pid],
+            None => Vec::new(),
+        }
+    }
+
+    /// Whether this session follows a program's processes (each a target,
+    /// announced by [`Event::Targets`]).
+    pub fn is_program(&self) -> bool {
+        self.follow.is_some()
+    }
+
     /// The target's resident set at the start (kB).
     pub fn rss_start_kb(&self) -> Option<u64> {
         self.rss_start_kb
@@ -1043,10 +1249,7 @@ impl Session {
         if let Live::Sim(sim) = &self.live {
             return Header {
                 kind: "sim".into(),
-                targets: vec![TargetInfo {
-                    pid: 0,
-                    label: i.command.clone(),
-                }],
+                targets: vec![TargetInfo::new(0, i.command.clone())],
                 sim: Some(SimInfo {
                     spec_toml: sim.spec_text.clone(),
                     seed: sim.seed,
@@ -1059,12 +1262,14 @@ impl Session {
                 ..Header::new("sim", self.attrs)
             };
         }
+        let targets = if self.follow.is_some() {
+            self.initial.clone()
+        } else {
+            vec![TargetInfo::new(i.pid, i.command.clone())]
+        };
         Header {
             kind: i.ops.name().to_string(),
-            targets: vec![TargetInfo {
-                pid: i.pid,
-                label: i.command.clone(),
-            }],
+            targets,
             params: serde_json::json!({
                 "ops": i.ops.name(),
                 "access": i.access,
@@ -1134,10 +1339,9 @@ impl Session {
                 k.driver
                     .commit(attrs, targets, kernel_schemes(&schemes, dry_run))
                     .map_err(|e| Error::failed("committing to kernel DAMON", e))?;
+                // Snapshot times go on from where they were.
                 if let Some((_, asm)) = k.trace.as_mut() {
-                    let mut fresh = Assembler::new(1, attrs.sample_us, attrs.aggr_us);
-                    fresh.only_from(k.pid);
-                    *asm = fresh;
+                    asm.retarget(k.targets.len(), attrs.sample_us, attrs.aggr_us);
                 }
             }
             Live::Engine(e, _) => {
@@ -1229,6 +1433,7 @@ impl Session {
                     goal_values,
                     not_available: na,
                     would_apply_bytes: None,
+                    per_target: Vec::new(),
                 }
             })
             .collect())
@@ -1240,9 +1445,21 @@ impl Session {
     /// a vanished target is seen promptly.
     pub fn next(&mut self, stop: &dyn Fn() -> bool) -> Result<Event> {
         let (started, deadline_us) = (self.started, self.deadline_us);
-        let child = self.child.as_ref();
+        // A program goes on after the command udamon started exits, while
+        // it has processes.
+        let child = self.child.as_ref().filter(|_| self.follow.is_none());
+        let mut follow = self.follow.as_mut();
         match &mut self.live {
-            Live::Kernel(k) => k.next(stop, child, started, deadline_us),
+            Live::Kernel(k) => {
+                let commit = (self.attrs, kernel_schemes(&self.schemes, self.dry_run));
+                k.next(
+                    stop,
+                    child,
+                    started,
+                    deadline_us,
+                    follow.map(|f| (f, commit)),
+                )
+            }
             Live::Sim(sim) => loop {
                 let e = &mut sim.engine;
                 if stop() {
@@ -1267,8 +1484,22 @@ impl Session {
                 if let Some(why) = end_now(stop, child, started, deadline_us) {
                     return Ok(Event::End(why));
                 }
-                if !e.ops().target_valid(0) {
-                    return Ok(Event::End(e.ops().inner().ended()));
+                match follow {
+                    Some(ref mut f) => {
+                        let at_us = started.elapsed().as_micros() as u64;
+                        follow_engine(e, f, at_us, &self.root);
+                        let events = f.take_events();
+                        if !events.is_empty() {
+                            return Ok(Event::Targets(events));
+                        }
+                        if e.targets().is_empty() {
+                            return Ok(Event::End("target exited"));
+                        }
+                    }
+                    None if !e.ops().target_valid(0) => {
+                        return Ok(Event::End(e.ops().inner().ended()));
+                    }
+                    None => {}
                 }
                 let snap = e.tick();
                 if let Some(err) = e.ops_mut().inner_mut().take_error() {
@@ -1280,7 +1511,7 @@ impl Session {
                     }
                     self.warn.warn(&err.to_string());
                 }
-                if e.ops_mut().inner_mut().take_execs() > 0 {
+                if follow.is_none() && e.ops_mut().inner_mut().take_execs() > 0 {
                     if self.stop_on_exec {
                         return Ok(Event::End("target exec'd"));
                     }
@@ -1322,7 +1553,18 @@ impl Session {
         }
         self.finished = true;
         let kdamond_cpu_s = self.kdamond_cpu_s();
-        let (rss_end_kb, swap_end_kb) = if self.info.pid == 0 {
+        let (rss_end_kb, swap_end_kb) = if let Some(f) = &self.follow {
+            // A program's: summed over the processes it has at the end.
+            let each: Vec<_> = f
+                .slots
+                .iter()
+                .map(|s| rss_swap_kb(&self.root, s.pid))
+                .collect();
+            (
+                each.iter().map(|x| x.0).sum::<Option<u64>>(),
+                each.iter().map(|x| x.1).sum::<Option<u64>>(),
+            )
+        } else if self.info.pid == 0 {
             (None, None)
         } else {
             rss_swap_kb(&self.root, self.info.pid)
@@ -1357,6 +1599,55 @@ impl Drop for Session {
     }
 }
 
+/// Our engine's side of a program's changes: a process that exec'd leaves
+/// and comes back as a new target (its regions described the old
+/// program); when a scan is due, processes that exited or left the
+/// program leave and new members join at the end.
+fn follow_engine(
+    e: &mut Engine<Paced<LiveOps>, Pcg64Mcg>,
+    f: &mut Follow,
+    at_us: u64,
+    root: &Path,
+) {
+    let leave = |e: &mut Engine<Paced<LiveOps>, Pcg64Mcg>, f: &mut Follow, pos, why| {
+        e.remove_target(pos);
+        if let Some(o) = e.ops_mut().inner_mut().proc_mut() {
+            o.remove_target(pos);
+        }
+        f.leave(pos, why, at_us);
+    };
+    let change = if f.due() { f.scan() } else { Change::default() };
+    for &(pos, why) in &change.gone {
+        leave(e, f, pos, why);
+    }
+    let mut arrived = change.arrived;
+    for pos in (0..e.targets().len()).rev() {
+        if e.ops_mut().inner_mut().take_execs_of(pos) == 0 {
+            continue;
+        }
+        let slot = f.slots[pos].clone();
+        leave(e, f, pos, "exec");
+        let comm = udamon_proc::ProcStat::read(root, slot.pid).map_or_else(String::new, |s| s.comm);
+        arrived.push(udamon_proc::Member {
+            pid: slot.pid,
+            start: slot.start,
+            comm,
+        });
+    }
+    for m in &arrived {
+        let Some(o) = e.ops_mut().inner_mut().proc_mut() else {
+            return;
+        };
+        // Gone already: it never was a target.
+        if o.add_target(m.pid, Some(m.start)).is_err() {
+            continue;
+        }
+        let id = e.add_target(Target::new(m.pid));
+        let fid = f.arrive(m, at_us);
+        debug_assert_eq!(id, fid, "the engine and the program number targets alike");
+    }
+}
+
 /// What [`Session::finish`] measured at the end.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Finished {
@@ -1365,6 +1656,10 @@ pub struct Finished {
     pub kdamond_cpu_s: Option<f64>,
 }
 
+/// The attributes and schemes a kdamond runs, as committed again when a
+/// program's targets change.
+type Committed = (Attrs, Vec<Damos>);
+
 impl Kernel {
     fn next(
         &mut self,
@@ -1372,8 +1667,9 @@ impl Kernel {
         child: Option<&Child>,
         started: Instant,
         deadline_us: Option<u64>,
+        mut follow: Option<(&mut Follow, Committed)>,
     ) -> Result<Event> {
-        let Some((session, asm)) = self.trace.as_mut() else {
+        if self.trace.is_none() {
             return match self.driver.next_snapshot() {
                 Ok(Some(s)) => Ok(Event::Snapshot(s)),
                 Ok(None) => Ok(Event::End(
@@ -1391,16 +1687,7 @@ impl Kernel {
                 return Ok(Event::Snapshot(s));
             }
             if self.unread {
-                let ready = &mut self.ready;
-                session
-                    .for_each_line(|line| {
-                        if let Some(ev) = parse_aggregated(line) {
-                            if let Some(s) = asm.push(ev) {
-                                ready.push_back(s);
-                            }
-                        }
-                    })
-                    .map_err(be)?;
+                self.read_trace(follow.as_ref().map(|(f, _)| &**f))?;
                 self.unread = false;
             }
             if let Some(s) = self.ready.pop_front() {
@@ -1410,6 +1697,16 @@ impl Kernel {
                 return Ok(Event::End(why));
             }
             // The kernel turns the kdamond off once its target is gone.
+            if let Some((f, (attrs, schemes))) = follow.as_mut() {
+                if f.due() {
+                    let at_us = started.elapsed().as_micros() as u64;
+                    self.follow(f, at_us, *attrs, schemes)?;
+                    let events = f.take_events();
+                    if !events.is_empty() {
+                        return Ok(Event::Targets(events));
+                    }
+                }
+            }
             if last_state_check.elapsed() > Duration::from_millis(500) {
                 last_state_check = Instant::now();
                 let state = self
@@ -1417,6 +1714,18 @@ impl Kernel {
                     .state()
                     .map_err(|e| Error::failed("reading kernel DAMON's state", e))?;
                 if state == "off" {
+                    // A program's processes may be there still: the kernel
+                    // stopped after a change (below).
+                    if let Some((f, (attrs, _))) = follow.as_mut() {
+                        let at_us = started.elapsed().as_micros() as u64;
+                        if self.restart(f, at_us, *attrs)? {
+                            let events = f.take_events();
+                            if !events.is_empty() {
+                                return Ok(Event::Targets(events));
+                            }
+                            continue;
+                        }
+                    }
                     return Ok(Event::End("target exited"));
                 }
             }
@@ -1426,8 +1735,227 @@ impl Kernel {
             if let Some(d) = deadline_us {
                 wait = wait.min(Duration::from_micros(d).saturating_sub(started.elapsed()));
             }
+            let (session, _) = self.trace.as_ref().expect("checked above");
             self.unread = session.wait(wait).map_err(be)?;
         }
+    }
+}
+
+impl Kernel {
+    /// Reads the trace's lines so far into snapshots, for the next calls;
+    /// a program's targets named by `f`'s positions.
+    fn read_trace(&mut self, f: Option<&Follow>) -> Result<()> {
+        let Some((session, asm)) = self.trace.as_mut() else {
+            return Ok(());
+        };
+        let ready = &mut self.ready;
+        let last_regions = &mut self.last_regions;
+        session
+            .for_each_line(|line| {
+                if let Some(ev) = parse_aggregated(line) {
+                    if let Some(mut s) = asm.push(ev) {
+                        if let Some(f) = f {
+                            name_targets(&mut s, f, last_regions);
+                        }
+                        ready.push_back(s);
+                    }
+                }
+            })
+            .map_err(|e| Error::failed("reading the damon_aggregated trace", e))
+    }
+
+    /// Kernels before 6.19 stop the kdamond when a commit fails inside it,
+    /// and a commit fails when one of its processes exited in the moment
+    /// between udamon's last look and the kernel's (`find_get_pid`): a
+    /// program whose processes come and go meets that sooner or later. The
+    /// kdamond is then started again over the program's processes now,
+    /// their regions and ages afresh, and said so. Returns false when the
+    /// program has no process left (the run ends).
+    fn restart(&mut self, f: &mut Follow, at_us: u64, attrs: Attrs) -> Result<bool> {
+        let change = f.scan();
+        for &(pos, why) in &change.gone {
+            f.leave(pos, why, at_us);
+        }
+        for m in &change.arrived {
+            f.arrive(m, at_us);
+        }
+        if f.slots.is_empty() {
+            return Ok(false);
+        }
+        let targets: Vec<KTarget> = f
+            .slots
+            .iter()
+            .map(|s| KTarget {
+                pid: Some(s.pid),
+                ..KTarget::default()
+            })
+            .collect();
+        let failed = |e| Error::failed("starting kernel DAMON again", e);
+        self.driver.stop().map_err(failed)?;
+        self.driver.set_targets(targets.clone()).map_err(failed)?;
+        // The schemes may have changed since the start (a reload).
+        // The driver keeps the attributes and schemes committed last.
+        let old_cpu = self.pid.and_then(|p| stat_cpu_s(&self.root, p));
+        self.driver.start().map_err(failed)?;
+        self.pid = kdamond_pid(&self.root);
+        // The kdamond's CPU time goes on from the old thread's.
+        let new_cpu = self.pid.and_then(|p| stat_cpu_s(&self.root, p));
+        self.cpu_offset += old_cpu.unwrap_or(0.0) - new_cpu.unwrap_or(0.0);
+        if let Some((_, asm)) = self.trace.as_mut() {
+            asm.retarget(targets.len(), attrs.sample_us, attrs.aggr_us);
+            asm.only_from(self.pid);
+        }
+        self.ready.clear();
+        self.targets = targets;
+        self.last_regions.clear();
+        self.warn.warn(&format!(
+            "kernel DAMON stopped after the program's processes changed (this kernel \
+             stops a kdamond whose commit fails, as when a process exits at that very \
+             moment; Linux 6.19+ removes targets without that risk): started again over \
+             the {} processes there are now, their regions and ages afresh",
+            f.slots.len()
+        ));
+        Ok(true)
+    }
+}
+
+/// The regions kernel DAMON starts a process with when it starts (the
+/// three regions of its mappings split evenly into `min_nr_regions`,
+/// `damon_va_init`), for a process that joins a running kdamond: given no
+/// regions, the kernel would give it the three regions alone at its next
+/// ops update, and a short-lived process would end before splitting found
+/// its working set. Empty (the kernel's choice) when its maps cannot be
+/// read.
+fn initial_regions(root: &Path, pid: u32, min_nr_regions: u32) -> Vec<udamon_core::AddrRange> {
+    let Ok(maps) = udamon_proc::read_maps(root, pid) else {
+        return Vec::new();
+    };
+    let ranges = udamon_proc::maps::monitoring_ranges(&maps);
+    udamon_core::vaddr::even_regions(&ranges, min_nr_regions, udamon_core::MIN_REGION_SZ)
+        .iter()
+        .map(|r| r.ar)
+        .collect()
+}
+
+/// A program's snapshot from kernel DAMON, whose trace names targets by
+/// their position: each target gets its record index, and its regions are
+/// kept for a commit that moves it.
+fn name_targets(s: &mut Snapshot, f: &Follow, last: &mut Vec<Vec<udamon_core::AddrRange>>) {
+    last.resize(f.slots.len(), Vec::new());
+    s.targets
+        .retain(|t| (t.target_idx as usize) < f.slots.len());
+    for t in &mut s.targets {
+        let pos = t.target_idx as usize;
+        last[pos] = t
+            .regions
+            .iter()
+            .map(|r| udamon_core::AddrRange::new(r.start, r.end))
+            .collect();
+        t.target_idx = f.id(pos).unwrap_or(t.target_idx);
+    }
+}
+
+impl Kernel {
+    /// Scans the program and commits its new target list to the running
+    /// kdamond (online): processes that left are removed where the kernel
+    /// can (`obsolete_target`, 6.19+: the others keep their regions and
+    /// ages), otherwise dropped from the list, and the targets after them,
+    /// which move down one position, are given their regions of the last
+    /// snapshot (the kernel matches targets by position: each keeps its
+    /// boundaries, the counts and ages of the regions it overlaps at its
+    /// new position); arrivals join at the end. A commit the kernel refuses
+    /// (a process gone between the scan and the commit) is tried again at
+    /// the next scan.
+    fn follow(
+        &mut self,
+        f: &mut Follow,
+        at_us: u64,
+        attrs: Attrs,
+        schemes: &[Damos],
+    ) -> Result<()> {
+        let change = f.scan();
+        if change.is_empty() {
+            return Ok(());
+        }
+        let obsolete = self.driver.can_remove_targets();
+        let gone: Vec<usize> = change.gone.iter().map(|g| g.0).collect();
+        let mut list: Vec<KTarget> = Vec::new();
+        for (pos, t) in self.targets.iter().enumerate() {
+            if gone.contains(&pos) {
+                if obsolete {
+                    // The kernel looks the pid up even for a target it then
+                    // removes: ours exists, and the target is never run.
+                    list.push(KTarget {
+                        pid: Some(std::process::id()),
+                        regions: Vec::new(),
+                        obsolete: true,
+                    });
+                }
+                continue;
+            }
+            let mut t = t.clone();
+            if list.len() != pos {
+                t.regions = self.last_regions.get(pos).cloned().unwrap_or_default();
+            }
+            list.push(t);
+        }
+        list.extend(change.arrived.iter().map(|m| KTarget {
+            pid: Some(m.pid),
+            regions: initial_regions(&self.root, m.pid, attrs.min_nr_regions),
+            obsolete: false,
+        }));
+        // A process that exited since the scan would make the kernel
+        // refuse the commit, and kernels before 6.19 stop the kdamond when
+        // a commit fails inside it: looked at again just before, and the
+        // commit left to the next scan, which sees it gone.
+        let starts = f
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(pos, _)| !gone.contains(pos))
+            .map(|(_, s)| (s.pid, s.start))
+            .chain(change.arrived.iter().map(|m| (m.pid, m.start)));
+        let root = self.root.clone();
+        if starts
+            .into_iter()
+            .any(|(pid, start)| udamon_proc::start_time(&root, pid) != Some(start))
+        {
+            return Ok(());
+        }
+        if let Err(e) = self.driver.commit(attrs, list.clone(), schemes.to_vec()) {
+            self.warn.warn(&format!(
+                "the program's new targets were not committed to kernel DAMON ({e}); \
+                 trying again at the next scan"
+            ));
+            return Ok(());
+        }
+        // What the kernel wrote before the commit took effect names the
+        // targets by their old positions.
+        self.read_trace(Some(f))?;
+        // From now on the kernel keeps each target's regions itself.
+        self.targets = list
+            .into_iter()
+            .filter(|t| !t.obsolete)
+            .map(|t| KTarget {
+                regions: Vec::new(),
+                ..t
+            })
+            .collect();
+        let mut kept = std::mem::take(&mut self.last_regions);
+        for &(pos, why) in &change.gone {
+            if pos < kept.len() {
+                kept.remove(pos);
+            }
+            f.leave(pos, why, at_us);
+        }
+        self.last_regions = kept;
+        for m in &change.arrived {
+            f.arrive(m, at_us);
+        }
+        if let Some((_, asm)) = self.trace.as_mut() {
+            asm.retarget(self.targets.len(), attrs.sample_us, attrs.aggr_us);
+        }
+        Ok(())
     }
 }
 

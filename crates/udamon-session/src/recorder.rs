@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use udamon_core::Snapshot;
-use udamon_record::Writer;
+use udamon_record::{TargetEvent, Writer};
 
 use crate::live::{Event, OpsChoice, Session};
 use crate::schemes::SchemeReport;
@@ -101,6 +101,10 @@ pub struct LiveSummary {
     /// Execs of the target seen (our engine; kernel DAMON follows an exec
     /// by itself): each is an `exec` entry in the record.
     pub execs: u64,
+    /// A program's processes (`--pid` given more than once, `--children`,
+    /// `--cgroup`, `-- CMD`): how many at the start, joined and left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<Processes>,
     /// Windows much longer than the aggregation interval (the kernel's
     /// aggregations stalled, or udamon could not keep up): how many, and
     /// the longest. Each is also a `gap` entry in the record.
@@ -108,6 +112,14 @@ pub struct LiveSummary {
     pub longest_gap_s: f64,
     pub record_bytes: u64,
     pub schemes: Vec<SchemeReport>,
+}
+
+/// A program's processes over a run.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Processes {
+    pub at_start: u64,
+    pub joined: u64,
+    pub left: u64,
 }
 
 /// The soft-dirty reset period, in windows (0: before every sample).
@@ -129,10 +141,14 @@ pub struct Recorder {
     snapshots: u64,
     regions: u64,
     execs: u64,
+    /// A program's processes: at the start, joined and left since.
+    processes: Processes,
     gaps: Gaps,
     next_stats_us: u64,
     last_flush: Instant,
     warn: crate::Warner,
+    /// The session follows a program's processes.
+    program: bool,
 }
 
 impl Recorder {
@@ -145,6 +161,11 @@ impl Recorder {
             snapshots: 0,
             regions: 0,
             execs: 0,
+            processes: Processes {
+                at_start: session.header().targets.len() as u64,
+                ..Processes::default()
+            },
+            program: session.is_program(),
             gaps: Gaps::default(),
             next_stats_us: 0,
             last_flush: Instant::now(),
@@ -156,6 +177,45 @@ impl Recorder {
     pub fn push(&mut self, session: &mut Session, ev: &Event) -> Result<(), Error> {
         match ev {
             Event::End(_) => Ok(()),
+            Event::Targets(events) => {
+                for (i, e) in events.iter().enumerate() {
+                    let exec = match e {
+                        TargetEvent::Arrive { .. } => {
+                            self.processes.joined += 1;
+                            None
+                        }
+                        TargetEvent::Exit { why, at_us, .. } => {
+                            self.processes.left += 1;
+                            // A process that exec'd leaves and comes back
+                            // as a new target (in the same batch).
+                            (why == "exec").then(|| {
+                                let exe = events[i..].iter().find_map(|a| match a {
+                                    TargetEvent::Arrive { target, .. } => {
+                                        Some(target.label.clone())
+                                    }
+                                    TargetEvent::Exit { .. } => None,
+                                });
+                                (*at_us, exe.unwrap_or_default())
+                            })
+                        }
+                    };
+                    let Some(w) = self.writer.as_mut() else {
+                        continue;
+                    };
+                    let v = serde_json::to_value(e)
+                        .map_err(|e| Error::failed("writing a target event", e))?;
+                    w.push_json(udamon_record::TARGET_EVENT, &v)?;
+                    if let Some((at_us, exe)) = exec {
+                        w.push_json("exec", &serde_json::json!({ "at_us": at_us, "exe": exe }))?;
+                    }
+                }
+                let execs = events
+                    .iter()
+                    .filter(|e| matches!(e, TargetEvent::Exit { why, .. } if why == "exec"))
+                    .count();
+                self.execs += execs as u64;
+                Ok(())
+            }
             Event::Exec { at_us, exe } => {
                 self.execs += 1;
                 if let Some(w) = self.writer.as_mut() {
@@ -271,6 +331,7 @@ impl Recorder {
             swap_end_kb: end.swap_end_kb,
             ended_by: ended_by.into(),
             execs: self.execs,
+            processes: self.program.then_some(self.processes),
             gaps: self.gaps.count,
             longest_gap_s: self.gaps.longest_us as f64 / 1e6,
             record_bytes: 0,

@@ -36,6 +36,18 @@ pub struct SchemeReport {
     /// (`sz_applied` counts them again at every pass that chose them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub would_apply_bytes: Option<u64>,
+    /// A program's: the statistics of each process monitored now, by its
+    /// target index (udamon's engine; kernel DAMON counts per scheme only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_target: Vec<TargetStats>,
+}
+
+/// A scheme's statistics on one target.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TargetStats {
+    pub target_idx: u32,
+    #[serde(flatten)]
+    pub stats: DamosStats,
 }
 
 /// Statistics of installed schemes, in the order given.
@@ -55,6 +67,14 @@ pub fn scheme_reports(states: &[SchemeState]) -> Vec<SchemeReport> {
             goal_values: (!st.scheme.quota.goals.is_empty()).then(|| st.goal_values.clone()),
             not_available: Vec::new(),
             would_apply_bytes: st.dry_run.then(|| st.dry_run_bytes()),
+            per_target: if st.target_stats.len() > 1 {
+                st.target_stats
+                    .iter()
+                    .map(|(&target_idx, &stats)| TargetStats { target_idx, stats })
+                    .collect()
+            } else {
+                Vec::new()
+            },
         })
         .collect()
 }

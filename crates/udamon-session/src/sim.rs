@@ -464,10 +464,7 @@ fn header(p: &Prepared, setup: &Setup) -> Header {
         created_by: format!("udamon {}", env!("CARGO_PKG_VERSION")),
         kind: "sim".into(),
         attrs: setup.attrs,
-        targets: vec![TargetInfo {
-            pid: 0,
-            label: p.model.workload.name.clone(),
-        }],
+        targets: vec![TargetInfo::new(0, p.model.workload.name.clone())],
         sim: Some(SimInfo {
             spec_toml: p.spec_text.clone(),
             seed: p.seed,

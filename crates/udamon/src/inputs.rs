@@ -6,11 +6,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use udamon_cli::SelectArgs;
 use udamon_core::schemes::Damos;
 use udamon_record::Reader;
-use udamon_report::Selection;
+use udamon_report::{Selection, TargetTable};
 use udamon_session::OpsChoice;
 use udamon_sim::{Model, Workload};
 
@@ -92,30 +92,64 @@ pub fn open_record(path: &Path) -> Result<Reader> {
     })
 }
 
-/// Checks `--target N` against the record's targets.
-pub fn target_arg(reader: &Reader, target: Option<u32>) -> Result<Option<u32>> {
-    let n = reader.header().targets.len();
-    match target {
-        Some(t) if n > 0 && t as usize >= n => {
-            let has = if n == 1 {
-                "one target, 0".to_string()
-            } else {
-                format!("targets 0..{}", n - 1)
-            };
-            bail!(UsageError(format!("--target {t}: the record has {has}")))
-        }
-        t => Ok(t),
+/// The record's target table (its processes); a record announcing more
+/// than the reports read is named.
+pub fn target_table(reader: &Reader, path: &Path) -> Result<TargetTable> {
+    TargetTable::read(reader).with_context(|| path.display().to_string())
+}
+
+/// The targets `--target`, `--pid` and `--comm` name, sorted, checked
+/// against the record (`table`, else read when needed); `None` when they
+/// name none. `--target` within the header's targets needs no table.
+pub fn target_set(
+    reader: &Reader,
+    path: &Path,
+    a: &SelectArgs,
+    table: Option<&TargetTable>,
+) -> Result<Option<Vec<u32>>> {
+    if !a.names_targets() {
+        return Ok(None);
     }
+    let n = reader.header().targets.len();
+    if table.is_none()
+        && a.pid.is_empty()
+        && a.comm.is_empty()
+        && a.target.iter().all(|&t| (t as usize) < n)
+    {
+        let mut t = a.target.clone();
+        t.sort_unstable();
+        t.dedup();
+        return Ok(Some(t));
+    }
+    let read;
+    let table = match table {
+        Some(t) => t,
+        None => {
+            read = target_table(reader, path)?;
+            &read
+        }
+    };
+    Ok(Some(table.select(&a.target, &a.pid, &a.comm)?))
 }
 
 /// The part of a record the selection flags select.
-pub fn selected(reader: &Reader, a: &SelectArgs) -> Result<Selection> {
+pub fn selected(reader: &Reader, path: &Path, a: &SelectArgs) -> Result<Selection> {
+    selected_in(reader, path, a, None)
+}
+
+/// [`selected`], with the record's target table when the caller has it.
+pub fn selected_in(
+    reader: &Reader,
+    path: &Path,
+    a: &SelectArgs,
+    table: Option<&TargetTable>,
+) -> Result<Selection> {
     let (time_range, address_range) = (a.time_range()?, a.address_range()?);
     Ok(Selection::since_start(
         reader,
         time_range,
         address_range,
-        target_arg(reader, a.target)?,
+        target_set(reader, path, a, table)?,
     ))
 }
 

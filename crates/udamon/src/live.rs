@@ -75,7 +75,7 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
     };
     let setup_cpu_s = udamon_session::self_cpu_s();
     let info = session.info().clone();
-    let what = if info.pid == 0 {
+    let what = if info.pid == 0 || session.is_program() {
         info.command.clone()
     } else {
         format!("pid {} ({})", info.pid, info.command)
@@ -107,7 +107,7 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
                     p.set(s.end_us);
                 }
             }
-            Event::Exec { .. } => {}
+            Event::Exec { .. } | Event::Targets(_) => {}
         }
     };
     // udamon's whole run up to its tear-down, set-up included.
@@ -125,6 +125,55 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
     Ok(summary)
 }
 
+/// What `--pid`, `--children`, `--cgroup`, `--paddr` or `-- CMD` name: one
+/// process, the physical space, or a program of several processes.
+fn live_target(a: &LiveArgs) -> Result<LiveTarget> {
+    if a.paddr {
+        return Ok(LiveTarget::Phys);
+    }
+    let command = !a.command.is_empty();
+    if a.children && a.pid.is_empty() {
+        return Err(UsageError(
+            "--children follows the descendants of --pid PID (`-- CMD` follows its own by \
+             default): give --pid"
+                .into(),
+        )
+        .into());
+    }
+    if !command && a.pid.is_empty() && a.cgroup.is_none() {
+        return Err(UsageError(
+            "give --sim SPEC, --pid PID, --cgroup PATH, --paddr or -- CMD ARGS".into(),
+        )
+        .into());
+    }
+    // One process: the old way, exec included (--stop-on-exec).
+    let single = a.cgroup.is_none() && !a.children;
+    match (&a.pid[..], command) {
+        ([p], false) if single => return Ok(LiveTarget::Pid(*p)),
+        ([], true) if a.no_children || a.stop_on_exec => {
+            return Ok(LiveTarget::Command(a.command.clone()))
+        }
+        _ => {}
+    }
+    if a.stop_on_exec {
+        return Err(UsageError(
+            "--stop-on-exec ends the run when one process execs: give one --pid, or -- CMD \
+             (its own process)"
+                .into(),
+        )
+        .into());
+    }
+    Ok(LiveTarget::Program {
+        program: udamon_proc::Program {
+            pids: a.pid.clone(),
+            children: a.children || command,
+            cgroup: a.cgroup.clone(),
+            matching: None,
+        },
+        command: command.then(|| a.command.clone()),
+    })
+}
+
 /// Runs the live target that `--pid`, `--paddr` or `-- CMD` names (the
 /// hidden `--root` points /proc and /sys at a fake tree in tests).
 pub fn run_from_args(
@@ -136,19 +185,7 @@ pub fn run_from_args(
     progress: bool,
     out: Option<&Path>,
 ) -> Result<LiveSummary> {
-    let target = if a.paddr {
-        LiveTarget::Phys
-    } else {
-        match (a.pid, a.command.is_empty()) {
-            (Some(p), _) => LiveTarget::Pid(p),
-            (None, false) => LiveTarget::Command(a.command.clone()),
-            (None, true) => {
-                return Err(
-                    UsageError("give --sim SPEC, --pid PID, --paddr or -- CMD ARGS".into()).into(),
-                )
-            }
-        }
-    };
+    let target = live_target(a)?;
     if a.softdirty_reset.per_window() && !a.ops.may_take_softdirty(a.paddr) {
         return Err(UsageError(format!(
             "--softdirty-reset {} applies to the soft-dirty path; {} does not reset \

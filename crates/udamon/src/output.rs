@@ -470,7 +470,7 @@ pub fn run_sim(
 /// The one-paragraph human summary of a live run.
 pub fn print_summary(s: &udamon_session::LiveSummary) {
     let kb = |v: Option<u64>| v.map_or("?".into(), |k| udamon_report::fmt_bytes(k * 1024));
-    let what = if s.pid == 0 {
+    let what = if s.pid == 0 || s.processes.is_some() {
         s.command.clone()
     } else {
         format!("pid {} ({})", s.pid, s.command)
@@ -499,6 +499,13 @@ pub fn print_summary(s: &udamon_session::LiveSummary) {
         println!(
             "  soft-dirty: {n} reset(s), {}",
             udamon_report::summary::reset_period(p.last, p.min, p.max)
+        );
+    }
+    if let Some(p) = s.processes {
+        println!(
+            "  processes: {} at the start, {} joined, {} left (each a target of the record; \
+             `udamon report wss --by process` breaks it down)",
+            p.at_start, p.joined, p.left
         );
     }
     if s.rss_start_kb.is_some() || s.rss_end_kb.is_some() {

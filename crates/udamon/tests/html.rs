@@ -13,19 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::{repo, run_bounded, text, udamon, Bounds};
-
-/// Runs udamon and checks it succeeded; its stdout.
-fn ok(d: &Path, args: &[&str]) -> String {
-    let out = udamon(d, args);
-    assert!(
-        out.status.success(),
-        "udamon {}: {}",
-        args.join(" "),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
+use common::{ok, repo, run_bounded, text, udamon, Bounds};
 
 /// Nothing on the page is fetched when it is viewed: no attribute or style
 /// names a network address, and no address appears at all.

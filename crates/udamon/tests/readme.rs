@@ -51,7 +51,7 @@ fn fill(words: &[String], pid: u32) -> Vec<String> {
         match w.as_str() {
             "1234" => out.push(pid.to_string()),
             "damon.data" => out.push(repo("crates/udamon/tests/data/damo-3.4.3.json")),
-            "--duration" if words.iter().any(|w| w == "--pid" || w == "--") => {
+            "--duration" if is_live(words) => {
                 it.next();
                 out.extend(["--duration".to_string(), "2s".to_string()]);
             }
@@ -69,7 +69,7 @@ fn fill(words: &[String], pid: u32) -> Vec<String> {
 fn is_live(words: &[String]) -> bool {
     words
         .iter()
-        .any(|w| w == "--pid" || w == "--" || w == "--paddr")
+        .any(|w| w == "--pid" || w == "--" || w == "--paddr" || w == "--cgroup")
 }
 
 #[test]

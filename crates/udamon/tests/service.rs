@@ -406,7 +406,8 @@ fn fake_heap_process(root: &Path, pid: u32, cmdline: &str) {
 }
 
 /// A job over a command-line pattern follows the processes that match as
-/// they come and go; one that leaves keeps its counts in the job's.
+/// they come and go, all in one session: each process a target, with a
+/// working-set series of its own, arrivals and exits logged.
 #[test]
 fn a_process_set_is_followed_as_processes_come_and_go() {
     let d = tempfile::tempdir().unwrap();
@@ -439,28 +440,39 @@ schemes = [{{ inline = "min max min max min max stat" }}]
         text(&out.stdout)
     );
     let svc = Service::start(d.path(), &cfg, &root);
+    let one =
+        format!("udamon_process_wss_bytes{{udamon_job=\"batch\",pid=\"{PID}\",comm=\"worker\"}}");
     wait_for(port, 60, "first process watched", |m| {
         value(m, "udamon_job_sessions{udamon_job=\"batch\"}") == Some(1.0)
+            && value(m, "udamon_job_processes{udamon_job=\"batch\"}") == Some(1.0)
             && value(m, "udamon_job_wss_bytes{udamon_job=\"batch\"}").is_some_and(|v| v > 0.0)
+            && value(m, &one).is_some_and(|v| v > 0.0)
     });
     fake_heap_process(&root, PID + 1, "batch\0--job\0nightly\0");
     let m = wait_for(port, 60, "second process watched", |m| {
-        value(m, "udamon_job_sessions{udamon_job=\"batch\"}") == Some(2.0)
+        value(m, "udamon_job_processes{udamon_job=\"batch\"}") == Some(2.0)
     });
+    // Still one session, on one path.
+    assert_eq!(
+        value(&m, "udamon_job_sessions{udamon_job=\"batch\"}"),
+        Some(1.0)
+    );
     let before = value(&m, "udamon_job_snapshots_total{udamon_job=\"batch\"}").unwrap();
     // A process leaves /proc at once, not file by file.
     let gone = root.join(format!(".gone-{PID}"));
     fs::rename(root.join(format!("proc/{PID}")), &gone).unwrap();
     fs::remove_dir_all(gone).unwrap();
     let m = wait_for(port, 60, "first process gone", |m| {
-        value(m, "udamon_job_sessions{udamon_job=\"batch\"}") == Some(1.0)
+        value(m, "udamon_job_processes{udamon_job=\"batch\"}") == Some(1.0)
     });
     assert!(value(&m, "udamon_job_snapshots_total{udamon_job=\"batch\"}").unwrap() >= before);
+    assert!(value(&m, &one).is_none(), "the gone process has no series");
     let err = svc.stop();
     assert!(
-        err.contains(&format!("pid={PID} ended_by=\"target exited\"")),
+        err.contains(&format!("process {} (worker) joined as target 1", PID + 1)),
         "{err}"
     );
+    assert!(err.contains("target 0 left (exited)"), "{err}");
 }
 
 /// A real Prometheus scrapes the service on the simulator, finds the WSS,
@@ -699,7 +711,9 @@ fn the_tiering_backstop_lasts_as_long_as_the_job() {
     assert_eq!(demotion().trim(), "true");
     let st = svc.ctl(&socket, &["status", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
-    let w = &v["jobs"][0]["workers"][PID.to_string()];
+    // A process set is one session, its processes its targets.
+    let w = &v["jobs"][0]["workers"]["0"];
+    assert_eq!(w["processes"]["0"]["pid"], PID, "{v}");
     assert_eq!(w["schemes"][0]["action"], "migrate_cold", "{v}");
     assert_eq!(w["schemes"][1]["action"], "migrate_hot", "{v}");
     assert_eq!(

@@ -381,3 +381,140 @@ EOS
     cat /proc/meminfo > meminfo.txt
     cat /sys/kernel/mm/transparent_hugepage/enabled > thp.txt 2>/dev/null
 }
+
+# --- whole programs (forker: several processes, memory known) -----------------
+
+# engine_ops: prints the primitive udamon's own engine would use here (idle,
+# else softdirty, else nothing); each one missing is noted in unavailable.txt
+# program_paths: sets $paths to "kdamond" where kernel DAMON monitors
+# processes, then the engine's path ($ENGINE, see engine_ops); SKIPs the
+# scenario when there is none (the reasons are in unavailable.txt)
+program_paths() {
+    paths=
+    _why=$(kdamond_unavailable)
+    if [ -z "$_why" ]; then paths=kdamond; else echo "kdamond: $_why" >> unavailable.txt; fi
+    ENGINE=$(engine_ops)
+    paths=$(echo $paths $ENGINE)
+    [ -n "$paths" ] || skip "no path monitors a process here: $(tr '\n' ' ' < unavailable.txt)"
+}
+
+engine_ops() {
+    if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
+        echo idle
+        return
+    fi
+    echo "idle: no /sys/kernel/mm/page_idle/bitmap (CONFIG_IDLE_PAGE_TRACKING)" >> unavailable.txt
+    if [ "$(feature soft_dirty)" = true ]; then
+        echo softdirty
+    else
+        echo "softdirty: $(feature_detail soft_dirty)" >> unavailable.txt
+    fi
+}
+
+# stamp: stdin to stdout, each line prefixed with the uptime it was read at
+stamp() {
+    while IFS= read -r _line || [ -n "$_line" ]; do echo "$(up) $_line"; done
+}
+
+# run_stamped TAG CMD ARGS...: as run_timed (busybox time into cpu-TAG.txt,
+# stdout into TAG.out), but each line CMD writes to stderr goes to TAG.err
+# prefixed with the uptime it arrived at (udamon's "udamon: monitoring ..."
+# line then dates the start of the record's clock), TAG.times holds the
+# uptimes of the launch and of the exit, and the exit status goes to
+# rc-TAG.txt. Sets RC. Safe to run in the background (&).
+run_stamped() {
+    tag=$1; shift
+    log "run: $*"
+    echo "$*" > "cmd-$tag.txt"
+    echo "launch=$(up)" > "$tag.times"
+    { time -f "%e %U %S %M" -o "cpu-$tag.txt" "$@" 2>&1 > "$tag.out"; echo $? > "rc-$tag.txt"; } |
+        stamp > "$tag.err"
+    echo "exit=$(up)" >> "$tag.times"
+    RC=$(cat "rc-$tag.txt" 2>/dev/null)
+    log "exit $RC: $(tail -n 1 "cpu-$tag.txt" 2>/dev/null) (wall user sys maxrss)"
+}
+
+# forker_ready LOG N SECONDS: waits until N workers in forker's LOG are ready
+forker_ready() {
+    _fr=0
+    while :; do
+        # (no log yet: grep prints nothing)
+        _frn=$(grep -c '^worker [0-9]* ready ' "$1" 2>/dev/null)
+        [ "${_frn:-0}" -ge "$2" ] && break
+        _fr=$((_fr + 1))
+        [ $_fr -gt $(($3 * 5)) ] &&
+            error "forker: ${_frn:-0} of $2 workers ready after $3 s: $(tail -n 2 "$1" 2>/dev/null | tr '\n' ' ')"
+        sleep 0.2
+    done
+    log "forker: $2 workers ready ($1)"
+}
+
+# forker_parent LOG: the parent's pid; forker_workers LOG: the pids of the
+# workers that got ready, one a line
+forker_parent() { sed -n 's/^forker \([0-9]*\) start .*/\1/p' "$1" | head -n 1; }
+forker_workers() { sed -n 's/^worker \([0-9]*\) ready .*/\1/p' "$1"; }
+
+# forker_stop LOG: SIGTERM to the forker of LOG (it ends its workers within
+# 2 s) and waits for it, at most 15 s, then SIGKILL (its workers die with it)
+forker_stop() {
+    _fp=$(forker_parent "$1")
+    [ -n "$_fp" ] || return 0
+    kill -TERM "$_fp" 2>/dev/null
+    _fn=0
+    while [ $_fn -lt 75 ]; do
+        # gone, or a zombie of this shell's
+        _fst=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$_fp/status" 2>/dev/null)
+        [ -z "$_fst" ] || [ "$_fst" = Z ] && break
+        sleep 0.2
+        _fn=$((_fn + 1))
+    done
+    kill -9 "$_fp" 2>/dev/null
+    wait "$_fp" 2>/dev/null
+    return 0
+}
+
+# cpu_ticks PID: utime+stime of PID's whole thread group (ticks of 1/100 s)
+cpu_ticks() {
+    read -r _st 2>/dev/null < "/proc/$1/stat" || { echo 0; return; }
+    set -- ${_st#*) }
+    echo $((${12} + ${13}))
+}
+
+# kdamond_ticks: utime+stime of every kdamond thread now, summed, and their
+# count ("TICKS N")
+kdamond_ticks() {
+    _t=0 _k=0
+    for _d in /proc/[0-9]*; do
+        read -r _c 2>/dev/null < "$_d/comm" || continue
+        case $_c in
+            kdamond*)
+                read -r _st 2>/dev/null < "$_d/stat" || continue
+                set -- ${_st#*) }
+                _t=$((_t + ${12} + ${13})); _k=$((_k + 1))
+                ;;
+        esac
+    done
+    echo "$_t $_k"
+}
+
+# kdamonds_sysfs FILE: every kdamond of DAMON's sysfs interface: its state,
+# pid, and per context its operations and number of targets
+kdamonds_sysfs() {
+    _a=/sys/kernel/mm/damon/admin/kdamonds
+    {
+        echo "nr_kdamonds=$(kread $_a/nr_kdamonds)"
+        for _k in $_a/[0-9]*; do
+            [ -d "$_k" ] || continue
+            _i=${_k##*/}
+            echo "kdamond.$_i.state=$(kread "$_k/state")"
+            echo "kdamond.$_i.pid=$(kread "$_k/pid")"
+            echo "kdamond.$_i.nr_contexts=$(kread "$_k/contexts/nr_contexts")"
+            for _c in "$_k"/contexts/[0-9]*; do
+                [ -d "$_c" ] || continue
+                _j=${_c##*/}
+                echo "kdamond.$_i.context.$_j.operations=$(kread "$_c/operations")"
+                echo "kdamond.$_i.context.$_j.nr_targets=$(kread "$_c/targets/nr_targets")"
+            done
+        done
+    } > "$1"
+}

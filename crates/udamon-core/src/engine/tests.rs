@@ -641,3 +641,124 @@ fn the_attrs_mode_picks_the_adaptation() {
     }
     assert_eq!(e.targets()[0].sz_regions(), (64 + 256 + 8) * MIB);
 }
+
+/// Targets added and removed while monitoring: the others keep their
+/// regions, counts and ages and their snapshot index; a new target starts
+/// from even regions and gets the next index, never a removed one's.
+#[test]
+fn targets_come_and_go_without_touching_the_others() {
+    let attrs = Attrs::default();
+    let hot = vec![(AddrRange::new(1 << 40, (1 << 40) + 16 * MIB), 0.9)];
+    let ops = Hazard::new(hot, 7);
+    let mut e = Engine::new(
+        attrs,
+        ops,
+        vec![Target::new(10), Target::new(11), Target::new(12)],
+        Pcg64Mcg::seed_from_u64(3),
+    )
+    .unwrap();
+    for _ in 0..attrs.aggr_samples() * 5 {
+        e.tick();
+    }
+    let before: Vec<Vec<crate::Region>> = e.targets().iter().map(|t| t.regions.clone()).collect();
+    e.remove_target(1);
+    assert_eq!(e.targets().len(), 2);
+    assert_eq!(e.targets()[0].regions, before[0]);
+    assert_eq!(e.targets()[1].regions, before[2]);
+    assert_eq!((e.target_id(0), e.target_id(1)), (Some(0), Some(2)));
+    let id = e.add_target(Target::new(13));
+    assert_eq!(id, 3, "a new target never takes a removed one's index");
+    let new = &e.targets()[2];
+    assert!(!new.regions.is_empty());
+    assert!(new.regions.iter().all(|r| r.age == 0 && r.nr_accesses == 0));
+    assert_eq!(e.targets()[0].regions, before[0]);
+    // The next snapshot names the targets by their indices.
+    let snap = loop {
+        if let Some(s) = e.tick() {
+            break s;
+        }
+    };
+    let ids: Vec<u32> = snap.targets.iter().map(|t| t.target_idx).collect();
+    assert_eq!(ids, vec![0, 2, 3]);
+    // The region budget is shared: after many windows the count is
+    // within max_nr_regions over all targets together.
+    for _ in 0..attrs.aggr_samples() * 20 {
+        e.tick();
+    }
+    assert!(e.nr_regions() <= attrs.max_nr_regions as usize);
+}
+
+/// A scheme's quota bookmark and dry-run ranges follow the targets that
+/// move down when one is removed.
+#[test]
+fn schemes_forget_a_removed_target() {
+    let attrs = Attrs::default();
+    let mut e = Engine::new(
+        attrs,
+        Hazard::new(Vec::new(), 1),
+        vec![Target::new(1), Target::new(2)],
+        Pcg64Mcg::seed_from_u64(1),
+    )
+    .unwrap();
+    let mut s = idle_pageout();
+    s.quota = Quota {
+        sz: 4 * MIB,
+        ..Quota::default()
+    };
+    e.set_schemes(vec![s]);
+    e.set_dry_run(true);
+    for _ in 0..attrs.aggr_samples() * 30 {
+        e.tick();
+    }
+    assert!(e.schemes()[0].dry_run_ranges.iter().any(|r| r.0 == 0));
+    e.remove_target(0);
+    assert!(e.schemes()[0].dry_run_ranges.iter().all(|r| r.0 == 0));
+    for _ in 0..attrs.aggr_samples() * 5 {
+        e.tick();
+    }
+    check_invariants(&e, e.targets()[0].sz_regions());
+}
+
+/// A scheme over several targets: one quota for them all, and statistics
+/// per target whose sums are the scheme's.
+#[test]
+fn a_scheme_over_several_targets_counts_each() {
+    let attrs = Attrs::default();
+    let mut e = Engine::new(
+        attrs,
+        Hazard::new(Vec::new(), 5),
+        vec![Target::new(1), Target::new(2), Target::new(3)],
+        Pcg64Mcg::seed_from_u64(5),
+    )
+    .unwrap();
+    let mut s = idle_pageout();
+    // Each window's quota runs out in one target; the charge resumes
+    // where it stopped, so over time every target gets its turn.
+    s.quota = Quota {
+        sz: 200 * MIB,
+        reset_interval_ms: 1000,
+        ..Quota::default()
+    };
+    e.set_schemes(vec![s]);
+    for _ in 0..attrs.aggr_samples() * 100 {
+        e.tick();
+    }
+    let st = &e.schemes()[0];
+    assert_eq!(st.target_stats.len(), 3, "{:?}", st.target_stats);
+    let sum =
+        |f: fn(&crate::schemes::DamosStats) -> u64| st.target_stats.values().map(f).sum::<u64>();
+    assert_eq!(sum(|x| x.sz_applied), st.stats.sz_applied);
+    assert_eq!(sum(|x| x.nr_tried), st.stats.nr_tried);
+    // One quota for the three: 200 MiB a second over 10 s of monitoring.
+    assert!(
+        st.stats.sz_applied <= 200 * MIB * 11,
+        "{}",
+        st.stats.sz_applied
+    );
+    assert!(
+        st.stats.qt_exceeds > 0,
+        "the quota limited the three together"
+    );
+    e.remove_target(1);
+    assert_eq!(e.schemes()[0].target_stats.len(), 2);
+}

@@ -28,6 +28,9 @@ pub struct SchemeState {
     pattern: KernelPattern,
     next_apply: u64,
     pub stats: DamosStats,
+    /// The statistics of each target monitored now, by its snapshot index
+    /// (a program's processes; quota exceeds are the scheme's alone).
+    pub target_stats: std::collections::BTreeMap<u32, DamosStats>,
     /// Effective size quota of the current window: `None` is unlimited.
     pub esz: Option<u64>,
     esz_bp: u64,
@@ -86,6 +89,7 @@ impl SchemeState {
             window_charged_us: 0,
             time_cut: false,
             charge_target: None,
+            target_stats: Default::default(),
             charge_addr: 0,
             min_score: 0,
             active: true,
@@ -168,6 +172,8 @@ pub(crate) struct Ctx<'a, O> {
     pub attrs: &'a Attrs,
     pub ops: &'a mut O,
     pub targets: &'a mut [Target],
+    /// Each target's snapshot index.
+    pub ids: &'a [u32],
     pub passed: u64,
     pub now_us: u64,
 }
@@ -559,6 +565,25 @@ pub(crate) fn add_range(ranges: &mut Vec<(usize, u64, u64)>, t: usize, start: u6
 }
 
 impl SchemeState {
+    /// Forgets target `idx`, removed from the context: the targets after it
+    /// move down one position.
+    pub(crate) fn forget_target(&mut self, idx: usize) {
+        match self.charge_target {
+            Some(t) if t == idx => {
+                self.charge_target = None;
+                self.charge_addr = 0;
+            }
+            Some(t) if t > idx => self.charge_target = Some(t - 1),
+            _ => {}
+        }
+        self.dry_run_ranges.retain(|&(t, _, _)| t != idx);
+        for r in &mut self.dry_run_ranges {
+            if r.0 > idx {
+                r.0 -= 1;
+            }
+        }
+    }
+
     /// Bytes a dry run would have applied the action to, each counted once.
     pub fn dry_run_bytes(&self) -> u64 {
         self.dry_run_ranges.iter().map(|&(_, a, b)| b - a).sum()
@@ -644,11 +669,15 @@ fn apply_one<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>, ti: usize
             age: r.age,
         });
     }
-    s.stats.nr_tried += 1;
-    s.stats.sz_tried += sz;
-    if applied > 0 {
-        s.stats.nr_applied += 1;
+    let id = ctx.ids.get(ti).copied().unwrap_or(ti as u32);
+    let per = s.target_stats.entry(id).or_default();
+    for st in [&mut s.stats, per] {
+        st.nr_tried += 1;
+        st.sz_tried += sz;
+        if applied > 0 {
+            st.nr_applied += 1;
+        }
+        st.sz_applied += applied;
+        st.sz_ops_filter_passed += passed;
     }
-    s.stats.sz_applied += applied;
-    s.stats.sz_ops_filter_passed += passed;
 }

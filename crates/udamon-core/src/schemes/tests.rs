@@ -76,10 +76,12 @@ fn pass(
     now_us: u64,
 ) {
     let attrs = Attrs::default();
+    let ids: Vec<u32> = (0..targets.len() as u32).collect();
     let mut ctx = Ctx {
         attrs: &attrs,
         ops,
         targets,
+        ids: &ids,
         passed,
         now_us,
     };

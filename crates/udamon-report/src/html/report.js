@@ -4,14 +4,14 @@
  *
  * The heatmap's cells are painted once into an off-screen image, one pixel
  * per cell (time to the right, addresses up); zooming and panning redraw a
- * part of it. `view` is that part, in cells: [t0, t1) x [a0, a1). */
+ * part of it. `view` is that part, in cells: [t0, t1) x [a0, a1). The
+ * process picker (#process) loads another heatmap and working set (one of
+ * D.processes.list) in their place. */
 (function () {
   'use strict';
   const D = JSON.parse(document.getElementById('udamon-data').textContent);
-  const H = D.heatmap;
-  const T = H.time_bins, A = H.addr_bins;
-  const binUs = (H.end_us - H.start_us) / T;
-  const binBytes = H.axis_bytes / A;
+  // The heatmap and working set shown: the page's, or a process's.
+  let H, T, A, binUs, binBytes, freq, age, segs, W_;
   const MONO = 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace';
 
   // Formatting, as the Rust side formats (fmt_bytes, fmt_us).
@@ -62,7 +62,6 @@
   }
   // Byte codes: 0 not monitored; frequency (c - 1) / 254; age
   // 1000 (2^((c - 1) / k) - 1) us.
-  const freq = decode(H.freq), age = decode(H.age);
   const freqOf = (c) => (c - 1) / 254;
   const ageOf = (c) => 1000 * (Math.pow(2, (c - 1) / H.age_k) - 1);
 
@@ -76,7 +75,6 @@
 
   // The address axis: monitored segments end to end, the gaps between
   // them collapsed. Addresses are BigInts (JavaScript numbers hold 53 bits).
-  const segs = H.segments.map((g) => ({ start: BigInt(g.start), len: g.len, off: g.off, gap: g.gap }));
   function segAt(pos) {
     let i = 0;
     while (i + 1 < segs.length && segs[i + 1].off <= pos) i++;
@@ -88,9 +86,7 @@
 
   // One pixel per cell, addresses up.
   const img = document.createElement('canvas');
-  img.width = T;
-  img.height = A;
-  (function paint() {
+  function paint() {
     const ictx = img.getContext('2d');
     const data = ictx.createImageData(T, A);
     const px = data.data;
@@ -104,7 +100,7 @@
       }
     }
     ictx.putImageData(data, 0, 0);
-  })();
+  }
 
   const cv = document.getElementById('heatmap');
   const ctx = cv.getContext('2d');
@@ -112,7 +108,23 @@
   const aaxis = document.getElementById('addr-axis');
   const readout = document.getElementById('readout');
   const viewEl = document.getElementById('view');
-  const view = { t0: 0, t1: T, a0: 0, a1: A };
+  const view = { t0: 0, t1: 1, a0: 0, a1: 1 };
+  function load(h, w) {
+    H = h;
+    T = H.time_bins;
+    A = H.addr_bins;
+    binUs = (H.end_us - H.start_us) / T;
+    binBytes = H.axis_bytes / A;
+    freq = decode(H.freq);
+    age = decode(H.age);
+    segs = H.segments.map((g) => ({ start: BigInt(g.start), len: g.len, off: g.off, gap: g.gap }));
+    W_ = w;
+    img.width = T;
+    img.height = A;
+    paint();
+    Object.assign(view, { t0: 0, t1: T, a0: 0, a1: A });
+  }
+  load(D.heatmap, D.wss);
   let W = 1, Hh = 1, dpr = 1;
   let hoverUs = null;
 
@@ -361,7 +373,6 @@
 
   const wssCv = document.getElementById('wss');
   const wssOut = document.getElementById('wss-readout');
-  const W_ = D.wss;
   const PALETTE = ['#d1495b', '#2e86ab', '#e09f3e', '#3c8d5a', '#8e6c8a', '#00798c', '#6b4226'];
   function charts() {
     lineChart(wssCv, [{ t: W_.t, y: W_.mean, lo: W_.bucketed ? W_.lo : null, hi: W_.hi, color: '#3b518b' }],
@@ -400,6 +411,17 @@
     wssOut.textContent = '';
     hideReadout();
   });
+
+  const pick = document.getElementById('process');
+  if (pick && D.processes) {
+    pick.addEventListener('change', () => {
+      const p = D.processes.list.find((x) => String(x.target_idx) === pick.value);
+      if (p) load(p.heatmap, p.wss); else load(D.heatmap, D.wss);
+      document.body.dataset.process = pick.value;
+      hideReadout();
+      draw();
+    });
+  }
 
   window.addEventListener('resize', draw);
   draw();

@@ -23,14 +23,8 @@ pub fn header() -> Header {
     let mut h = Header::new("sim", Attrs::default());
     h.created_by = "udamon golden generator".into();
     h.targets = vec![
-        TargetInfo {
-            pid: 4242,
-            label: "app".into(),
-        },
-        TargetInfo {
-            pid: 4243,
-            label: "helper".into(),
-        },
+        TargetInfo::new(4242, "app"),
+        TargetInfo::new(4243, "helper"),
     ];
     h.sim = Some(SimInfo {
         spec_toml: "# synthetic\n".into(),

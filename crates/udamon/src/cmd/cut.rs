@@ -1,13 +1,14 @@
-//! `udamon cut`: a part of a record (a time range, an address range, one
-//! target) as a record of its own, to keep or share the minute that matters
-//! without the hours around it. Only the frames that hold the time range
-//! are read.
+//! `udamon cut`: a part of a record (a time range, an address range, some
+//! targets) as a record of its own, to keep or share the minute that
+//! matters without the hours around it. The snapshots are read from the
+//! frames that hold the time range only; the other frames are read for
+//! their `target` entries, which say which process each kept index is.
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use udamon_cli::CutArgs;
-use udamon_record::{Entry, Writer};
-use udamon_report::Selected;
+use udamon_record::{Entry, Writer, TARGET_EVENT};
+use udamon_report::{targets, Selected};
 
 use crate::inputs::{open, selected};
 use crate::output::{print_json, WholeFile};
@@ -23,14 +24,12 @@ struct CutSummary {
 }
 
 pub fn run(a: CutArgs) -> Result<()> {
-    let (time_range, address_range, target) = (
-        &a.select.time_range,
-        &a.select.address_range,
-        a.select.target,
-    );
-    if time_range.is_none() && address_range.is_none() && target.is_none() {
+    let (time_range, address_range) = (&a.select.time_range, &a.select.address_range);
+    if time_range.is_none() && address_range.is_none() && !a.select.names_targets() {
         bail!(UsageError(
-            "give what to keep: --time-range, --address-range or --target (or several)".into()
+            "give what to keep: --time-range, --address-range, --target, --pid or --comm \
+             (or several)"
+                .into()
         ));
     }
     crate::output::check_output("--output", &a.output, &[&a.record], &[])?;
@@ -46,13 +45,22 @@ pub fn run(a: CutArgs) -> Result<()> {
     let span_end = with_snapshots()
         .next_back()
         .map_or(origin, |f| f.last_end_us);
-    let sel = selected(&reader, &a.select)?;
+    let sel = selected(&reader, &a.record, &a.select)?;
+    // The kept targets' `target` entries outside the frames read for the
+    // snapshots: those before go first, those after last.
+    let read = sel.frames(frames);
+    let keep = |i: u32| sel.keeps_target(i);
+    let before = targets::entries_in(&reader, 0..read.start, keep)?;
+    let after = targets::entries_in(&reader, read.end..frames.len(), keep)?;
     let mut header = reader.header().clone();
     let from = serde_json::json!({
         "record": a.record.display().to_string(),
         "time_range": time_range,
         "address_range": address_range,
-        "target": sel.target,
+        "target": sel.single_target(),
+        "targets": sel.targets,
+        "pid": a.select.pid,
+        "comm": a.select.comm,
     });
     match header.params.as_object_mut() {
         Some(p) => {
@@ -64,19 +72,28 @@ pub fn run(a: CutArgs) -> Result<()> {
     let mut w: Option<(WholeFile, Writer<_>)> = None;
     let mut kept = 0u64;
     let mut res: Result<()> = Ok(());
-    Selected::new(&reader, sel).for_each_entry(|e| {
+    // `target` entries read before the first kept snapshot.
+    let mut pending: Vec<serde_json::Value> = before;
+    Selected::new(&reader, sel.clone()).for_each_entry(|e| {
         let step = (|| -> Result<()> {
             match e {
                 Entry::Snapshot(s) => {
                     if w.is_none() {
                         let (out, file) = WholeFile::create(&a.output)?;
-                        let writer = Writer::new(std::io::BufWriter::new(file), &header)
+                        let mut writer = Writer::new(std::io::BufWriter::new(file), &header)
                             .with_context(|| format!("cannot write {}", a.output.display()))?;
+                        for v in pending.drain(..) {
+                            writer.push_json(TARGET_EVENT, &v)?;
+                        }
                         w = Some((out, writer));
                     }
                     w.as_mut().expect("made above").1.push_snapshot(s)?;
                     kept += 1;
                 }
+                Entry::Json { kind, value } if kind == TARGET_EVENT => match w.as_mut() {
+                    Some((_, w)) => w.push_json(kind, value)?,
+                    None => pending.push(value.clone()),
+                },
                 // What happened while the range was being recorded (scheme
                 // statistics, gaps, execs); the run's summary describes the
                 // whole run, not the part.
@@ -98,7 +115,7 @@ pub fn run(a: CutArgs) -> Result<()> {
         }
     })?;
     res?;
-    let Some((out, w)) = w else {
+    let Some((out, mut w)) = w else {
         bail!(UsageError(format!(
             "nothing of {} is in the selection (its snapshots span {:.1}-{:.1} s from its start{})",
             a.record.display(),
@@ -110,6 +127,9 @@ pub fn run(a: CutArgs) -> Result<()> {
             }
         )));
     };
+    for v in pending.iter().chain(&after) {
+        w.push_json(TARGET_EVENT, v)?;
+    }
     w.finish()
         .with_context(|| format!("cannot write {}", a.output.display()))?;
     out.commit()?;

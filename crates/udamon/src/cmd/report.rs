@@ -3,14 +3,14 @@
 use std::io::{self, BufWriter, Write};
 
 use anyhow::{bail, Result};
-use udamon_cli::{AccuracyArgs, HeatmapArgs, HotArgs, JsonFileArgs, RawArgs, WssArgs};
+use udamon_cli::{AccuracyArgs, HeatmapArgs, HotArgs, JsonFileArgs, RawArgs, SummaryArgs, WssArgs};
 use udamon_report::{
     heatmap, hot, summary, wss, HeatmapFormat, HeatmapOptions, ImageOptions, Selected, Selection,
 };
 use udamon_session::SchemeReport;
 use udamon_sim::{AccuracyAcc, AccuracyOptions};
 
-use crate::inputs::{open, selected, sim_model, target_arg, title};
+use crate::inputs::{open, selected, selected_in, sim_model, target_set, target_table, title};
 use crate::output::{print_accuracy, print_json, print_scheme_table};
 use crate::UsageError;
 
@@ -22,8 +22,12 @@ pub fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
             "--all and --address-range cannot be combined".into()
         ));
     }
+    let targets = target_set(&reader, &a.file, &a.select, None)?;
     let opts = HeatmapOptions {
-        target: target_arg(&reader, a.select.target)?,
+        target: match targets.as_deref() {
+            Some([t]) => Some(*t),
+            _ => None,
+        },
         time_range: a.select.time_range()?,
         address_range: a.select.address_range()?,
         all: a.all,
@@ -35,10 +39,11 @@ pub fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
         crate::output::check_output("--output", p, &[&a.file], &[])?;
     }
     // Only the frames that may hold the time range are read; the heatmap
-    // itself cuts the range and the addresses.
+    // itself cuts the range and the addresses, and draws the first of the
+    // targets named.
     let src = Selected::new(
         &reader,
-        Selection::since_start(&reader, opts.time_range, None, None),
+        Selection::since_start(&reader, opts.time_range, None, targets),
     );
     let hm = heatmap::build(&src, &opts, format)?;
     let image = ImageOptions {
@@ -64,10 +69,22 @@ pub fn heatmap_cmd(a: HeatmapArgs) -> Result<()> {
 
 pub fn wss_cmd(a: WssArgs) -> Result<()> {
     let reader = open(&a.file)?;
-    let sel = selected(&reader, &a.select)?;
-    let opts = a.options(sel.target)?;
-    let w = wss::build(&Selected::new(&reader, sel), &opts)?;
+    let table = a.by.map(|_| target_table(&reader, &a.file)).transpose()?;
+    let sel = selected_in(&reader, &a.file, &a.select, table.as_ref())?;
+    let opts = a.options(sel.single_target())?;
+    let src = Selected::new(&reader, sel);
     let mut out = BufWriter::new(io::stdout().lock());
+    if let Some(table) = &table {
+        let w = wss::build_by_process(&src, &opts, table)?;
+        if a.json {
+            w.write_json(&mut out)?;
+        } else {
+            w.write_text(&mut out, a.series)?;
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    let w = wss::build(&src, &opts)?;
     if a.json {
         w.write_json(&mut out)?;
     } else {
@@ -79,10 +96,22 @@ pub fn wss_cmd(a: WssArgs) -> Result<()> {
 
 pub fn hot_cmd(a: HotArgs) -> Result<()> {
     let reader = open(&a.file)?;
-    let sel = selected(&reader, &a.select)?;
-    let opts = a.options(sel.target)?;
-    let h = hot::build(&Selected::new(&reader, sel), &opts)?;
+    let table = a.by.map(|_| target_table(&reader, &a.file)).transpose()?;
+    let sel = selected_in(&reader, &a.file, &a.select, table.as_ref())?;
+    let opts = a.options(sel.single_target())?;
+    let src = Selected::new(&reader, sel);
     let mut out = BufWriter::new(io::stdout().lock());
+    if let Some(table) = &table {
+        let h = hot::build_by_process(&src, &opts, table)?;
+        if a.json {
+            h.write_json(&mut out)?;
+        } else {
+            h.write_text(&mut out)?;
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    let h = hot::build(&src, &opts)?;
     if a.json {
         h.write_json(&mut out)?;
     } else {
@@ -94,7 +123,7 @@ pub fn hot_cmd(a: HotArgs) -> Result<()> {
 
 pub fn raw_cmd(a: RawArgs) -> Result<()> {
     let reader = open(&a.file)?;
-    let sel = selected(&reader, &a.select)?;
+    let sel = selected(&reader, &a.file, &a.select)?;
     let mut out = BufWriter::new(io::stdout().lock());
     let written = match Selected::new(&reader, sel).write_raw(&mut out) {
         Ok(()) => out.flush(),
@@ -176,17 +205,49 @@ pub fn stats_cmd(a: JsonFileArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn summary_cmd(a: JsonFileArgs) -> Result<()> {
+pub fn summary_cmd(a: SummaryArgs) -> Result<()> {
     let reader = open(&a.file)?;
-    let Some(summary) = summary::read(&reader)? else {
-        bail!(UsageError(format!(
+    let summary = summary::read(&reader)?;
+    let processes = match a.by {
+        Some(_) => Some(summary::processes(
+            &reader,
+            &target_table(&reader, &a.file)?,
+        )?),
+        None => None,
+    };
+    let no_summary = || {
+        format!(
             "{}: the record has no summary (the run did not finish, or the record is damaged before its end)",
             a.file.display()
-        )));
+        )
     };
-    if a.json {
-        return print_json(summary.json());
+    let Some(processes) = processes else {
+        let Some(summary) = summary else {
+            bail!(UsageError(no_summary()));
+        };
+        if a.json {
+            return print_json(summary.json());
+        }
+        summary.write_text(&mut io::stdout().lock())?;
+        return Ok(());
+    };
+    // With --by process, a run without a summary still has its processes.
+    if summary.is_none() {
+        eprintln!("udamon: note: {}", no_summary());
     }
-    summary.write_text(&mut io::stdout().lock())?;
+    if a.json {
+        let mut v = match summary.as_ref().map(|s| s.json()) {
+            Some(j) if j.is_object() => j.clone(),
+            Some(j) => serde_json::json!({ "summary": j }),
+            None => serde_json::json!({}),
+        };
+        v["processes"] = serde_json::to_value(&processes)?;
+        return print_json(&v);
+    }
+    let mut out = io::stdout().lock();
+    if let Some(s) = &summary {
+        s.write_text(&mut out)?;
+    }
+    summary::write_processes(&mut out, &processes)?;
     Ok(())
 }

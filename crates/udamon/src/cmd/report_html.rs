@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use udamon_cli::HtmlArgs;
 use udamon_report::html::{self, HtmlOptions};
 
-use crate::inputs::{open, target_arg, title};
+use crate::inputs::{open, target_set, title};
 use crate::output::WholeFile;
 use crate::UsageError;
 
@@ -19,7 +19,7 @@ pub fn run(a: HtmlArgs) -> Result<()> {
     }
     let reader = open(&a.file)?;
     let opts = HtmlOptions {
-        target: target_arg(&reader, a.select.target)?,
+        targets: target_set(&reader, &a.file, &a.select, None)?,
         time_range: a.select.time_range()?,
         address_range: a.select.address_range()?,
         ..HtmlOptions::default()
@@ -48,6 +48,8 @@ pub fn run(a: HtmlArgs) -> Result<()> {
             "snapshots": hm.nr_snapshots,
             "time_bins": hm.time_bins,
             "addr_bins": hm.addr_bins,
+            "processes": report.processes.as_ref().map_or(0, |p| p.total),
+            "processes_shown": report.processes.as_ref().map_or(0, |p| p.views.len()),
         });
         println!("{summary}");
         return Ok(());

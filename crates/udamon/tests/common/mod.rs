@@ -163,6 +163,15 @@ pub fn fake_process(root: &Path, pid: u32, maps: &str, cmdline: &str) {
     write(root, &format!("{d}/maps"), maps);
     write(root, &format!("{d}/cmdline"), cmdline);
     write(root, &format!("{d}/comm"), "worker\n");
+    // Parent 1, started at tick 1000 + pid, 1 MiB of address space.
+    write(
+        root,
+        &format!("{d}/stat"),
+        &format!(
+            "{pid} (worker) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {} 1048576 0\n",
+            1000 + u64::from(pid)
+        ),
+    );
     write(
         root,
         &format!("{d}/status"),
@@ -191,4 +200,16 @@ pub fn json(out: &Output) -> serde_json::Value {
     assert!(out.status.success(), "{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stdout)))
+}
+
+/// Runs udamon and checks it succeeded; its stdout.
+pub fn ok(d: &Path, args: &[&str]) -> String {
+    let out = udamon(d, args);
+    assert!(
+        out.status.success(),
+        "udamon {}: {}",
+        args.join(" "),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
 }
