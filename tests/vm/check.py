@@ -140,23 +140,8 @@ def mib(kb):
 
 def load_raw(d, name):
     """(header, snapshots) from `udamon report raw` JSON lines."""
-    text = read(d, name)
-    header, snaps = None, []
-    for i, line in enumerate(text.splitlines()):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise Fail(f"{name} line {i + 1} is not JSON ({e})")
-        if obj.get("type") == "header":
-            header = obj
-        elif obj.get("type") == "snapshot" or "start_us" in obj:
-            snaps.append(obj)
-    if not snaps:
-        raise Fail(f"{name} has no snapshots")
-    return header or {}, snaps
+    header, snaps, _ = load_record(d, name)
+    return header, snaps
 
 
 def regions_of(snap):
