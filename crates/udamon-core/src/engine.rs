@@ -103,11 +103,10 @@ impl<O: Operations, R: Rng> Engine<O, R> {
         let base_adaptation = adaptation;
         let adaptation = adaptation.with_mode(attrs.mode);
         let min_sz = MIN_REGION_SZ;
-        let nr_init = adaptation.initial_regions(&attrs);
         for (i, t) in targets.iter_mut().enumerate() {
             if t.regions.is_empty() {
-                if let Some(ranges) = monitoring_ranges(&mut ops, i, t, adaptation, &attrs) {
-                    t.regions = vaddr::even_regions(&ranges, nr_init, min_sz);
+                if let Some(regions) = fresh_regions(&mut ops, i, t, adaptation, &attrs) {
+                    t.regions = regions;
                 }
             }
         }
@@ -162,14 +161,13 @@ impl<O: Operations, R: Rng> Engine<O, R> {
     /// scheme acts on the new program by the old one's ages. Leaves them
     /// when the target has no ranges now.
     pub fn restart_target(&mut self, idx: usize) {
-        let nr_init = self.adaptation.initial_regions(&self.attrs);
         let Some(t) = self.targets.get(idx) else {
             return;
         };
-        if let Some(ranges) = monitoring_ranges(&mut self.ops, idx, t, self.adaptation, &self.attrs)
+        if let Some(regions) = fresh_regions(&mut self.ops, idx, t, self.adaptation, &self.attrs)
             .filter(|r| !r.is_empty())
         {
-            self.targets[idx].regions = vaddr::even_regions(&ranges, nr_init, self.min_sz);
+            self.targets[idx].regions = regions;
             self.sz_limit = self.region_size_limit();
         }
     }
@@ -186,11 +184,10 @@ impl<O: Operations, R: Rng> Engine<O, R> {
     pub fn add_target(&mut self, mut t: Target) -> u32 {
         let idx = self.targets.len();
         if t.regions.is_empty() {
-            let nr_init = self.adaptation.initial_regions(&self.attrs);
-            if let Some(ranges) =
-                monitoring_ranges(&mut self.ops, idx, &t, self.adaptation, &self.attrs)
+            if let Some(regions) =
+                fresh_regions(&mut self.ops, idx, &t, self.adaptation, &self.attrs)
             {
-                t.regions = vaddr::even_regions(&ranges, nr_init, self.min_sz);
+                t.regions = regions;
             }
         }
         self.targets.push(t);
@@ -554,6 +551,24 @@ impl<O: Operations, R: Rng> Engine<O, R> {
 /// resident memory in the enhanced mode (leaving out up to
 /// `min_nr_regions - 1` non-resident gaps, so that the region floor is
 /// unchanged), where the operations set can tell.
+/// Target `idx`'s regions as at the start: its monitoring ranges split
+/// evenly into the adaptation's initial count; `None` when the operations
+/// set gives no ranges.
+fn fresh_regions<O: Operations>(
+    ops: &mut O,
+    idx: usize,
+    t: &Target,
+    adaptation: Adaptation,
+    attrs: &Attrs,
+) -> Option<Vec<crate::Region>> {
+    let ranges = monitoring_ranges(ops, idx, t, adaptation, attrs)?;
+    Some(vaddr::even_regions(
+        &ranges,
+        adaptation.initial_regions(attrs),
+        MIN_REGION_SZ,
+    ))
+}
+
 fn monitoring_ranges<O: Operations>(
     ops: &mut O,
     idx: usize,
