@@ -990,14 +990,10 @@ impl Session {
                 // Those gone since the scan are left out; they never were
                 // targets.
                 members.retain(|m| kept.contains(&m.pid));
-                follow.slots.retain(|s| kept.contains(&s.pid));
-                for (i, s) in follow.slots.iter_mut().enumerate() {
-                    s.id = i as u32;
-                }
-                follow.reset_ids(kept.len() as u32);
                 (live, "udamon engine".to_string())
             }
         };
+        follow.begin(&members);
         if ops == OpsChoice::Softdirty {
             warn_softdirty(spec);
         }
@@ -1773,12 +1769,7 @@ impl Kernel {
     /// program has no process left (the run ends).
     fn restart(&mut self, f: &mut Follow, at_us: u64, attrs: Attrs) -> Result<bool> {
         let change = f.scan();
-        for &(pos, why) in &change.gone {
-            f.leave(pos, why, at_us);
-        }
-        for m in &change.arrived {
-            f.arrive(m, at_us);
-        }
+        f.apply(&change, at_us);
         if f.slots.is_empty() {
             return Ok(false);
         }
@@ -1877,8 +1868,23 @@ impl Kernel {
         if change.is_empty() {
             return Ok(());
         }
-        let obsolete = self.driver.can_remove_targets();
         let gone: Vec<usize> = change.gone.iter().map(|g| g.0).collect();
+        // A process that exited since the scan would make the kernel
+        // refuse the commit, and kernels before 6.19 stop the kdamond when
+        // a commit fails inside it: looked at again just before, and the
+        // commit left to the next scan, which sees it gone.
+        let gone_since = f
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(pos, _)| !gone.contains(pos))
+            .map(|(_, s)| (s.pid, s.start))
+            .chain(change.arrived.iter().map(|m| (m.pid, m.start)))
+            .any(|(pid, start)| udamon_proc::start_time(&self.root, pid) != Some(start));
+        if gone_since {
+            return Ok(());
+        }
+        let obsolete = self.driver.can_remove_targets();
         let mut list: Vec<KTarget> = Vec::new();
         for (pos, t) in self.targets.iter().enumerate() {
             if gone.contains(&pos) {
@@ -1904,24 +1910,6 @@ impl Kernel {
             regions: initial_regions(&self.root, m.pid, attrs.min_nr_regions),
             obsolete: false,
         }));
-        // A process that exited since the scan would make the kernel
-        // refuse the commit, and kernels before 6.19 stop the kdamond when
-        // a commit fails inside it: looked at again just before, and the
-        // commit left to the next scan, which sees it gone.
-        let starts = f
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(pos, _)| !gone.contains(pos))
-            .map(|(_, s)| (s.pid, s.start))
-            .chain(change.arrived.iter().map(|m| (m.pid, m.start)));
-        let root = self.root.clone();
-        if starts
-            .into_iter()
-            .any(|(pid, start)| udamon_proc::start_time(&root, pid) != Some(start))
-        {
-            return Ok(());
-        }
         if let Err(e) = self.driver.commit(attrs, list.clone(), schemes.to_vec()) {
             self.warn.warn(&format!(
                 "the program's new targets were not committed to kernel DAMON ({e}); \
@@ -1941,17 +1929,12 @@ impl Kernel {
                 ..t
             })
             .collect();
-        let mut kept = std::mem::take(&mut self.last_regions);
-        for &(pos, why) in &change.gone {
-            if pos < kept.len() {
-                kept.remove(pos);
+        for &(pos, _) in &change.gone {
+            if pos < self.last_regions.len() {
+                self.last_regions.remove(pos);
             }
-            f.leave(pos, why, at_us);
         }
-        self.last_regions = kept;
-        for m in &change.arrived {
-            f.arrive(m, at_us);
-        }
+        f.apply(&change, at_us);
         if let Some((_, asm)) = self.trace.as_mut() {
             asm.retarget(self.targets.len(), attrs.sample_us, attrs.aggr_us);
         }

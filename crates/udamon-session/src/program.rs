@@ -77,7 +77,8 @@ pub(crate) fn target_info(root: &Path, m: &Member) -> TargetInfo {
 
 impl Follow {
     /// Starts following `program` under `root`, scanning every `every`:
-    /// the members now, which must not be none.
+    /// the members now, which must not be none. The monitor's targets are
+    /// those the caller then hands to [`begin`](Self::begin).
     pub fn start(
         root: &Path,
         program: Program,
@@ -92,7 +93,22 @@ impl Follow {
                 "{what} has no process with memory to monitor now; start the program first"
             )));
         }
-        let slots = members
+        let f = Follow {
+            tracker,
+            root: root.to_path_buf(),
+            slots: Vec::new(),
+            next_id: 0,
+            every: every.max(Duration::from_millis(100)),
+            last: Instant::now(),
+            pending: Vec::new(),
+        };
+        Ok((f, members))
+    }
+
+    /// The monitor starts with `members` (those of the first scan it could
+    /// open), as targets 0, 1, ... of the record's header.
+    pub fn begin(&mut self, members: &[Member]) {
+        self.slots = members
             .iter()
             .enumerate()
             .map(|(i, m)| Slot {
@@ -101,16 +117,7 @@ impl Follow {
                 id: i as u32,
             })
             .collect();
-        let f = Follow {
-            tracker,
-            root: root.to_path_buf(),
-            slots,
-            next_id: members.len() as u32,
-            every: every.max(Duration::from_millis(100)),
-            last: Instant::now(),
-            pending: Vec::new(),
-        };
-        Ok((f, members))
+        self.next_id = members.len() as u32;
     }
 
     /// Whether a scan is due.
@@ -178,10 +185,15 @@ impl Follow {
         id
     }
 
-    /// Record indices start again at `next` (the first targets were
-    /// renumbered).
-    pub fn reset_ids(&mut self, next: u32) {
-        self.next_id = next;
+    /// Takes `change` as it is: its processes that left leave, its new
+    /// ones arrive, at `at_us`.
+    pub fn apply(&mut self, change: &Change, at_us: u64) {
+        for &(pos, why) in &change.gone {
+            self.leave(pos, why, at_us);
+        }
+        for m in &change.arrived {
+            self.arrive(m, at_us);
+        }
     }
 
     /// The events since the last call.
