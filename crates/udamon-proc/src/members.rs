@@ -143,11 +143,6 @@ impl Tracker {
         })
     }
 
-    /// The cgroup directory being followed, if any.
-    pub fn cgroup_dir(&self) -> Option<&Path> {
-        self.cgroup_dir.as_deref()
-    }
-
     /// The members now, in pid order.
     pub fn scan(&mut self) -> Vec<Member> {
         let mut found: BTreeMap<u32, Seen> = BTreeMap::new();
@@ -332,20 +327,11 @@ fn pids_and_inodes(root: &Path) -> Vec<(u32, u64)> {
         .collect()
 }
 
-/// Every process's pid (`/proc`'s numbered directories).
-fn all_pids(root: &Path) -> Vec<u32> {
-    let Ok(rd) = std::fs::read_dir(root.join("proc")) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .collect()
-}
-
 /// Processes whose parent (`/proc/PID/stat` field 4) is `pid`.
 fn by_parent(root: &Path, pid: u32) -> Vec<u32> {
-    all_pids(root)
+    pids_and_inodes(root)
         .into_iter()
+        .map(|(p, _)| p)
         .filter(|&p| ProcStat::read(root, p).and_then(|s| s.field(4)) == Some(u64::from(pid)))
         .collect()
 }

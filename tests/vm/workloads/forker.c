@@ -231,6 +231,20 @@ static void worker(pid_t parent, int slot, size_t hot, size_t cold, long period_
 	}
 }
 
+/* Worker p was reaped with status st: its slot is freed and its exit
+ * logged. */
+static void reaped(pid_t p, int st, pid_t *pids, int n)
+{
+	double t = uptime();
+	for (int i = 0; i < n; i++)
+		if (pids[i] == p)
+			pids[i] = 0;
+	if (WIFSIGNALED(st))
+		say("worker %d exit %.3f status signal:%d", (int)p, t, WTERMSIG(st));
+	else
+		say("worker %d exit %.3f status exit:%d", (int)p, t, WEXITSTATUS(st));
+}
+
 static double env_num(const char *name, double dflt)
 {
 	const char *v = getenv(name);
@@ -349,16 +363,8 @@ int main(int argc, char **argv)
 		/* workers that exited */
 		int st;
 		pid_t p;
-		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-			double t = uptime();
-			for (int i = 0; i < n; i++)
-				if (pids[i] == p)
-					pids[i] = 0;
-			if (WIFSIGNALED(st))
-				say("worker %d exit %.3f status signal:%d", (int)p, t, WTERMSIG(st));
-			else
-				say("worker %d exit %.3f status exit:%d", (int)p, t, WEXITSTATUS(st));
-		}
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+			reaped(p, st, pids, n);
 	}
 
 	/* the end: SIGTERM, 2 s, SIGKILL; every worker reaped */
@@ -382,14 +388,7 @@ int main(int argc, char **argv)
 		int st;
 		pid_t p = waitpid(-1, &st, killed ? 0 : WNOHANG);
 		if (p > 0) {
-			double t = uptime();
-			for (int i = 0; i < n; i++)
-				if (pids[i] == p)
-					pids[i] = 0;
-			if (WIFSIGNALED(st))
-				say("worker %d exit %.3f status signal:%d", (int)p, t, WTERMSIG(st));
-			else
-				say("worker %d exit %.3f status exit:%d", (int)p, t, WEXITSTATUS(st));
+			reaped(p, st, pids, n);
 		} else if (p < 0 && errno == ECHILD) {
 			break;
 		} else if (p == 0) {
