@@ -1652,6 +1652,10 @@ pub struct Finished {
     pub kdamond_cpu_s: Option<f64>,
 }
 
+/// Scans and commits of a program's changed targets in a row, before the
+/// next ops update, when processes keep leaving in between.
+const COMMIT_TRIES: usize = 3;
+
 /// The attributes and schemes a kdamond runs, as committed again when a
 /// program's targets change.
 type Committed = (Attrs, Vec<Damos>);
@@ -1854,9 +1858,11 @@ impl Kernel {
     /// which move down one position, are given their regions of the last
     /// snapshot (the kernel matches targets by position: each keeps its
     /// boundaries, the counts and ages of the regions it overlaps at its
-    /// new position); arrivals join at the end. A commit the kernel refuses
-    /// (a process gone between the scan and the commit) is tried again at
-    /// the next scan.
+    /// new position); arrivals join at the end. A process gone between the
+    /// scan and the commit (seen just before it, or refused by the kernel)
+    /// sends the program back to be scanned again at once, up to
+    /// [`COMMIT_TRIES`] times, then at the next ops update: a short-lived
+    /// process is not left out for a whole update because another exited.
     fn follow(
         &mut self,
         f: &mut Follow,
@@ -1864,15 +1870,39 @@ impl Kernel {
         attrs: Attrs,
         schemes: &[Damos],
     ) -> Result<()> {
-        let change = f.scan();
-        if change.is_empty() {
-            return Ok(());
+        for tries_left in (0..COMMIT_TRIES).rev() {
+            let change = f.scan();
+            if change.is_empty() {
+                return Ok(());
+            }
+            match self.commit_change(f, &change, attrs, schemes) {
+                Ok(true) => {
+                    self.took(f, &change, at_us, attrs)?;
+                    return Ok(());
+                }
+                Ok(false) => {}
+                Err(e) if tries_left == 0 => self.warn.warn(&format!(
+                    "the program's new targets were not committed to kernel DAMON ({e}); \
+                     trying again at the next scan"
+                )),
+                Err(_) => {}
+            }
         }
+        Ok(())
+    }
+
+    /// Commits the target list `change` makes; `Ok(false)` without trying
+    /// when one of its processes is gone since the scan: the kernel would
+    /// refuse the commit, and kernels before 6.19 stop the kdamond when a
+    /// commit fails inside it.
+    fn commit_change(
+        &mut self,
+        f: &Follow,
+        change: &Change,
+        attrs: Attrs,
+        schemes: &[Damos],
+    ) -> std::result::Result<bool, udamon_kdamon::Error> {
         let gone: Vec<usize> = change.gone.iter().map(|g| g.0).collect();
-        // A process that exited since the scan would make the kernel
-        // refuse the commit, and kernels before 6.19 stop the kdamond when
-        // a commit fails inside it: looked at again just before, and the
-        // commit left to the next scan, which sees it gone.
         let gone_since = f
             .slots
             .iter()
@@ -1882,7 +1912,7 @@ impl Kernel {
             .chain(change.arrived.iter().map(|m| (m.pid, m.start)))
             .any(|(pid, start)| udamon_proc::start_time(&self.root, pid) != Some(start));
         if gone_since {
-            return Ok(());
+            return Ok(false);
         }
         let obsolete = self.driver.can_remove_targets();
         let mut list: Vec<KTarget> = Vec::new();
@@ -1910,16 +1940,7 @@ impl Kernel {
             regions: initial_regions(&self.root, m.pid, attrs.min_nr_regions),
             obsolete: false,
         }));
-        if let Err(e) = self.driver.commit(attrs, list.clone(), schemes.to_vec()) {
-            self.warn.warn(&format!(
-                "the program's new targets were not committed to kernel DAMON ({e}); \
-                 trying again at the next scan"
-            ));
-            return Ok(());
-        }
-        // What the kernel wrote before the commit took effect names the
-        // targets by their old positions.
-        self.read_trace(Some(f))?;
+        self.driver.commit(attrs, list.clone(), schemes.to_vec())?;
         // From now on the kernel keeps each target's regions itself.
         self.targets = list
             .into_iter()
@@ -1929,12 +1950,20 @@ impl Kernel {
                 ..t
             })
             .collect();
+        Ok(true)
+    }
+
+    /// After `change` was committed: what the kernel wrote before the
+    /// commit took effect is read with the old positions, then the program
+    /// and the trace take the new list.
+    fn took(&mut self, f: &mut Follow, change: &Change, at_us: u64, attrs: Attrs) -> Result<()> {
+        self.read_trace(Some(f))?;
         for &(pos, _) in &change.gone {
             if pos < self.last_regions.len() {
                 self.last_regions.remove(pos);
             }
         }
-        f.apply(&change, at_us);
+        f.apply(change, at_us);
         if let Some((_, asm)) = self.trace.as_mut() {
             asm.retarget(self.targets.len(), attrs.sample_us, attrs.aggr_us);
         }
