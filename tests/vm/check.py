@@ -2544,7 +2544,101 @@ def check_program_damo(d, out):
     return msg
 
 
+# --------------------------------------------------------------------------
+# objects by name (objects-named): named_objects' eight objects, per phase
+
+
+def named_objects_log(path):
+    """The workload's log: {name: kind}, [(start_us, {hot names})]."""
+    objects, phases = {}, []
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if w[:1] == ["object"] and len(w) >= 3:
+                objects[w[1]] = w[2]
+            elif w[:1] == ["phase"] and len(w) >= 4:
+                start = int(w[2].split("=", 1)[1])
+                phases.append((start, set(w[3].split("=", 1)[1].split(","))))
+    return objects, phases
+
+
+def which_object(row, objects):
+    """Which of the eight a report row names, if any: a global by its data
+    symbol, a heap object by the allocation site (function alloc_NAME)."""
+    name = row.get("name", "")
+    for o, kind in objects.items():
+        if kind == "global" and row.get("kind") == "symbol" and name == o:
+            return o
+        if kind == "heap" and row.get("kind") == "alloc_site" and re.search(
+            r"\balloc_%s\b" % re.escape(o), name
+        ):
+            return o
+    return None
+
+
+def judge_phase(report, objects, hot):
+    """Precision and recall of the hot set the report names: an object is
+    called hot when its access frequency is at least half the highest of
+    the eight (objects the report does not name count as cold)."""
+    freq = {o: 0.0 for o in objects}
+    for row in report.get("objects", []):
+        o = which_object(row, objects)
+        if o is not None:
+            freq[o] = max(freq[o], row.get("access_frequency", 0.0))
+    top = max(freq.values()) if freq else 0.0
+    called = {o for o, f in freq.items() if top > 0 and f >= top / 2}
+    tp = len(called & hot)
+    precision = tp / len(called) if called else 0.0
+    recall = tp / len(hot) if hot else 1.0
+    return precision, recall, called, freq
+
+
+def check_objects_named(d, out):
+    """Each phase's objects report names the phase's hot objects: precision
+    and recall of at least 0.9 on every path (the globals only when this
+    udamon records no allocation sites)."""
+    runs = read(d, "runs.txt", "").split()
+    if not runs:
+        raise Fail("no run was made")
+    alloc = read(d, "alloc.txt", "").strip()
+    figures, bad = [], []
+    for p in runs:
+        rc = read(d, f"rc-{p}.txt", "").strip()
+        if rc != "0":
+            err = read(d, f"{p}.err", "").strip().splitlines()[-3:]
+            bad.append(f"{p}: udamon record exited {rc or '?'}: {' / '.join(err)}")
+            continue
+        objects, phases = named_objects_log(os.path.join(d, f"{p}.log"))
+        if len(objects) != 8 or len(phases) != 3:
+            bad.append(f"{p}: the workload logged {len(objects)} objects and {len(phases)} phases, not 8 and 3")
+            continue
+        if not alloc:
+            # Without allocation sites only the globals can be named.
+            objects = {o: k for o, k in objects.items() if k == "global"}
+        for i, (_, hot) in enumerate(phases):
+            try:
+                report = json.loads(read(d, f"{p}.phase{i}.json"))
+            except (Fail, ValueError) as e:
+                bad.append(f"{p} phase {i}: no report ({e}): {read(d, f'{p}.phase{i}.err', '').strip()[:300]}")
+                continue
+            hot = hot & set(objects)
+            pr, rc_, called, freq = judge_phase(report, objects, hot)
+            figures.append(f"{p} phase {i}: P {pr:.2f} R {rc_:.2f}")
+            if pr < 0.9 or rc_ < 0.9:
+                fs = ", ".join(f"{o} {freq[o]*100:.0f}%" for o in sorted(freq))
+                bad.append(
+                    f"{p} phase {i}: precision {pr:.2f}, recall {rc_:.2f} (hot {sorted(hot)}, "
+                    f"called hot {sorted(called)}; {fs})"
+                )
+    if not alloc:
+        figures.append("globals only: this udamon has no --alloc-sites")
+    if bad:
+        raise Fail("; ".join(bad) + " || " + "; ".join(figures))
+    return "; ".join(figures)
+
+
 CHECKS = {
+    "objects-named": check_objects_named,
     "program-damo": check_program_damo,
     "program-tree": check_program_tree,
     "program-churn": check_program_churn,

@@ -13,6 +13,7 @@ pub mod cost;
 pub mod endpoint;
 mod error;
 pub mod import;
+pub mod lock;
 pub mod record;
 pub mod schemes;
 pub mod service;
@@ -58,6 +59,7 @@ pub const PARTS: &[&str] = &[
     "endpoint",
     "tiering",
     "import",
+    "lock",
 ];
 
 /// What to run.
@@ -66,7 +68,7 @@ pub struct Options {
     /// Shorter runs (figures are noisier).
     pub quick: bool,
     /// Run only these parts (all but the long ones when empty: softdirty,
-    /// service, endpoint, tiering and import run only when named).
+    /// service, endpoint, tiering, import and lock run only when named).
     pub only: Vec<String>,
     /// The udamon executable, run in child processes by the record,
     /// endpoint and import parts.
@@ -80,7 +82,7 @@ impl Options {
             if !PARTS.contains(&p.as_str()) {
                 return Err(Error::Usage(format!(
                     "--only {p}: unknown part (expected cost, record, heatmap, accuracy, \
-                     softdirty, schemes, tune, service, endpoint, tiering or import)"
+                     softdirty, schemes, tune, service, endpoint, tiering, import or lock)"
                 )));
             }
         }
@@ -129,6 +131,8 @@ pub struct Report {
     pub tiering: Vec<tiering::TieringRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub import: Option<import::ImportBench>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lock: Vec<lock::LockRow>,
 }
 
 /// A value serialised through `serde_json::Value`, whose maps are sorted.
@@ -182,6 +186,9 @@ pub fn run(opts: &Options, sink: &mut dyn Sink) -> Result<Report> {
     if opts.asked("import") {
         report.import = Some(import::bench(&opts.udamon, opts.quick, sink)?);
     }
+    if opts.asked("lock") {
+        report.lock = lock::table(&opts.udamon, opts.quick, sink)?;
+    }
     Ok(report)
 }
 
@@ -198,7 +205,7 @@ mod tests {
         match o.check() {
             Err(Error::Usage(m)) => assert!(
                 m.starts_with("--only speed: unknown part (expected cost, record,")
-                    && m.ends_with("tiering or import)"),
+                    && m.ends_with("tiering, import or lock)"),
                 "{m}"
             ),
             r => panic!("{r:?}"),

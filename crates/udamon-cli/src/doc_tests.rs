@@ -38,6 +38,7 @@ const FLAG_TABLES: &[(&str, &str, &[&str])] = &[
     ("docs/reports.md", "wss", &["report", "wss"]),
     ("docs/reports.md", "hot", &["report", "hot"]),
     ("docs/reports.md", "html", &["report", "html"]),
+    ("docs/reports.md", "objects", &["report", "objects"]),
     (
         "docs/sim-spec.md",
         "Monitors over the simulator",

@@ -125,6 +125,9 @@ pub enum Command {
     /// Keep part of a record (a time range, an address range, one target)
     /// as a record of its own
     Cut(CutArgs),
+    /// Write a record's hot objects as placement hints (mlock, or a NUMA
+    /// node) for the program's next run, or as mlock schemes
+    Hints(HintsArgs),
     /// Remove a kdamond that a udamon run created and left behind when it
     /// died (proved by its claim; anything else is never touched)
     Cleanup(CleanupArgs),
@@ -337,9 +340,54 @@ pub struct RecordArgs {
     /// Baseline: check every page at every sample (exact, slow)
     #[arg(long)]
     pub full_scan: bool,
+    /// With `-- CMD`: sample the command's allocations (each process of
+    /// its tree) with a library udamon preloads into it, into side files
+    /// beside the record (OUTPUT.allocs.PID), so reports name heap memory
+    /// by the allocation site that made it (docs/objects.md)
+    #[arg(long, requires = "command")]
+    pub alloc_sites: bool,
+    /// With --alloc-sites: every allocation of at least SIZE is recorded
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "64K",
+        requires = "alloc_sites"
+    )]
+    pub alloc_threshold: String,
+    /// With --alloc-sites: smaller ones are sampled, one per SIZE bytes
+    /// allocated on average (0 records them all)
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "512K",
+        requires = "alloc_sites"
+    )]
+    pub alloc_sample: String,
     /// Print the run's summary as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+impl RecordArgs {
+    /// The allocation sampler's settings (`--alloc-sites`), its side files
+    /// named after the record.
+    pub fn alloc_sites(&self) -> Result<Option<udamon_session::AllocSites>, UsageError> {
+        if !self.alloc_sites {
+            return Ok(None);
+        }
+        let size = |flag: &str, v: &str| {
+            parse_size(v, Fraction::Round).map_err(|e| UsageError(format!("--{flag}: {e}")))
+        };
+        let mut prefix = self.output.clone().into_os_string();
+        prefix.push(".allocs");
+        Ok(Some(udamon_session::AllocSites {
+            prefix: prefix.into(),
+            options: udamon_preload::Options {
+                threshold: size("alloc-threshold", &self.alloc_threshold)?.max(1),
+                sample_interval: size("alloc-sample", &self.alloc_sample)?,
+            },
+        }))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -393,6 +441,9 @@ pub enum ReportCommand {
     Wss(WssArgs),
     /// The hottest regions, with their size and age
     Hot(HotArgs),
+    /// What the memory holds, by name (data symbols, sections, files,
+    /// anonymous mappings), and how hot each object was
+    Objects(ObjectsArgs),
     /// Every snapshot as JSON lines, after a header line
     Raw(RawArgs),
     /// Accuracy against the exact truth (simulated records only)
@@ -584,6 +635,8 @@ pub struct HtmlArgs {
     pub title: Option<String>,
     #[command(flatten)]
     pub select: SelectArgs,
+    #[command(flatten)]
+    pub names: NameArgs,
 }
 
 impl HeatmapArgs {
@@ -695,6 +748,8 @@ pub struct HotArgs {
     #[arg(long, value_enum, value_name = "WHAT")]
     pub by: Option<By>,
     #[command(flatten)]
+    pub names: NameArgs,
+    #[command(flatten)]
     pub select: SelectArgs,
 }
 
@@ -714,6 +769,118 @@ impl HotArgs {
             target,
         })
     }
+}
+
+#[derive(Args, Debug)]
+pub struct HintsArgs {
+    /// Record file
+    pub file: PathBuf,
+    /// The hints file to write (TOML)
+    #[arg(short, long, value_name = "FILE.toml")]
+    pub output: PathBuf,
+    /// Hint at most this many bytes in all (the objects' mean sizes),
+    /// hottest objects first [default: no limit]
+    #[arg(long, value_name = "SIZE")]
+    pub max_bytes: Option<String>,
+    /// Only objects at least this hot (access frequency, e.g. 5%)
+    #[arg(long, value_name = "PERCENT", default_value = "5%")]
+    pub min_frequency: String,
+    /// Place the objects on NUMA node N (mbind) instead of locking them
+    #[arg(long, value_name = "N")]
+    pub node: Option<u32>,
+    /// Write mlock schemes over the objects' recorded addresses instead
+    /// (for `udamon apply --sim`: a simulated workload's objects stay put)
+    #[arg(long)]
+    pub schemes: bool,
+    /// Print a JSON summary instead of the "wrote" line
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub names: NameArgs,
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
+
+impl HintsArgs {
+    /// How the hints are chosen.
+    pub fn options(&self) -> Result<udamon_objects::HintsOptions, UsageError> {
+        let max_bytes = self
+            .max_bytes
+            .as_deref()
+            .map(|v| {
+                parse_size(v, Fraction::Round).map_err(|e| UsageError(format!("--max-bytes: {e}")))
+            })
+            .transpose()?;
+        let f = &self.min_frequency;
+        let bad = || {
+            UsageError(format!(
+                "--min-frequency {f}: expected a percentage from 0% to 100%, like 5%"
+            ))
+        };
+        let min_frequency = match f.trim().strip_suffix('%') {
+            Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+            None => f.trim().parse::<f64>(),
+        }
+        .ok()
+        .filter(|v| (0.0..=1.0).contains(v))
+        .ok_or_else(bad)?;
+        Ok(udamon_objects::HintsOptions {
+            max_bytes,
+            min_frequency,
+            action: if self.node.is_some() {
+                udamon_objects::HintAction::Node
+            } else {
+                udamon_objects::HintAction::Mlock
+            },
+            node: self.node,
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ObjectsArgs {
+    /// Record file
+    pub file: PathBuf,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// How many objects to list, by share of accesses; 0 lists all
+    #[arg(short = 'n', long, default_value_t = 20)]
+    pub top: usize,
+    /// One row per object and process, rather than each object summed
+    /// over the processes that map it
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub by: Option<By>,
+    #[command(flatten)]
+    pub names: NameArgs,
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
+
+impl NameArgs {
+    /// The namer's options.
+    pub fn options(&self) -> udamon_objects::NamerOptions {
+        udamon_objects::NamerOptions {
+            root: self.root.clone(),
+            debug_root: Some(self.debug_dir.clone()),
+            symbols: !self.no_symbols,
+        }
+    }
+}
+
+/// Where the files a record names are read from.
+#[derive(Args, Debug, Clone)]
+pub struct NameArgs {
+    /// Read the files the record's mappings name under this directory
+    /// (a copy of the recorded machine's or container's root)
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// Separate debug files, found by build-id under DIR/.build-id/
+    #[arg(long, value_name = "DIR", default_value = "/usr/lib/debug")]
+    pub debug_dir: PathBuf,
+    /// Name mapped files and their sections, not their data symbols
+    #[arg(long)]
+    pub no_symbols: bool,
 }
 
 #[derive(Args, Debug)]
@@ -886,8 +1053,9 @@ pub struct BenchArgs {
     /// under 1,000 idle connections and out of descriptors, tiering, the
     /// tiering policies
     /// on two-node simulated machines, import, an hour of damo's records
-    /// imported and drawn, and softdirty, the accuracy of soft-dirty's
-    /// reset policies, run only when named)
+    /// imported and drawn, softdirty, the accuracy of soft-dirty's reset
+    /// policies, and lock, hot objects locked under a memory limit, run
+    /// only when named)
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
 }

@@ -363,6 +363,8 @@ mod tests {
             range: AddrRange::new(start, end),
             perms: "rw-p".into(),
             offset: 0,
+            dev: "00:00".into(),
+            inode: 0,
             path: path.into(),
         }
     }

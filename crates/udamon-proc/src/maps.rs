@@ -13,6 +13,10 @@ pub struct Mapping {
     /// `rwxp`-style permissions, as printed.
     pub perms: String,
     pub offset: u64,
+    /// `major:minor` of the backing file's device (`00:00` for anonymous).
+    pub dev: String,
+    /// The backing file's inode (0 for anonymous).
+    pub inode: u64,
     /// The backing file or pseudo-name (`[heap]`, `[stack]`); empty for anonymous.
     pub path: String,
 }
@@ -39,7 +43,8 @@ pub fn parse_maps(text: &str, path: &Path) -> Result<Vec<Mapping>, Error> {
         let (Some(range), Some(perms), Some(offset)) = (range, perms, offset) else {
             return Err(bad());
         };
-        let (_dev, _inode) = (it.next().ok_or_else(bad)?, it.next().ok_or_else(bad)?);
+        let (dev, inode) = (it.next().ok_or_else(bad)?, it.next().ok_or_else(bad)?);
+        let inode = inode.parse().map_err(|_| bad())?;
         let name = it.collect::<Vec<_>>().join(" ");
         let (s, e) = range.split_once('-').ok_or_else(bad)?;
         let hex = |x: &str| u64::from_str_radix(x, 16).map_err(|_| bad());
@@ -51,6 +56,8 @@ pub fn parse_maps(text: &str, path: &Path) -> Result<Vec<Mapping>, Error> {
             range: AddrRange::new(start, end),
             perms: perms.to_string(),
             offset: hex(offset)?,
+            dev: dev.to_string(),
+            inode,
             path: name,
         });
     }

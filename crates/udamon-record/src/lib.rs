@@ -189,6 +189,55 @@ pub enum TargetEvent {
     },
 }
 
+/// The kind of the JSON entries that hold a target's mappings.
+pub const MAPS_EVENT: &str = "maps";
+
+/// A target's mappings (`/proc/PID/maps`, or a simulated workload's
+/// layout), written as a JSON entry of kind [`MAPS_EVENT`] when monitoring
+/// of the target starts and again whenever they changed (compared once per
+/// ops update). Each entry is the whole list, so every frame names its
+/// regions without reading earlier ones; the mappings hold from `at_us`
+/// until the target's next `maps` entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapsEvent {
+    /// Wall time since the start of monitoring (us).
+    pub at_us: u64,
+    /// The target's index.
+    pub idx: u32,
+    pub maps: Vec<MapInfo>,
+}
+
+/// One mapping of a target.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MapInfo {
+    pub start: u64,
+    pub end: u64,
+    /// `rwxp`-style permissions, as `/proc/PID/maps` prints them.
+    pub perms: String,
+    /// Offset into the file (0 for anonymous memory).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset: u64,
+    /// `major:minor` of the file's device, as `/proc/PID/maps` prints it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub dev: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inode: u64,
+    /// The file, a pseudo-name (`[heap]`, `[stack]`, `[vdso]`, `[anon:NAME]`),
+    /// a shared memory object (`/dev/zero (deleted)`, `/memfd:x`), a
+    /// simulated object's name, or empty for anonymous memory.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// The GNU build-id of a mapped ELF file (lowercase hex), read when the
+    /// mapping was recorded: a report names symbols only from a file with
+    /// the same build-id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// How a simulated recording was made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SimInfo {

@@ -48,7 +48,7 @@ impl Default for HotOptions {
 }
 
 /// A region of one snapshot.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HotRegion {
     pub target_idx: u32,
     pub start: u64,
@@ -64,6 +64,10 @@ pub struct HotRegion {
     /// `aggr_us`; on a live path windows last longer when the machine is
     /// busy, and a nominal `age x aggr_us` would understate the idle time.
     pub age_us: u64,
+    /// What the region holds, by name (the object holding most of it,
+    /// and "+N" others), when the caller named it ([`Hot::name_objects`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
 }
 
 /// The hottest regions of one snapshot.
@@ -81,7 +85,7 @@ pub struct HotSnapshot {
 }
 
 /// An address range with its average access frequency.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HotRange {
     pub target_idx: u32,
     pub start: u64,
@@ -93,6 +97,9 @@ pub struct HotRange {
     /// How long the range was monitored within the time range (averaged
     /// over its bytes), in microseconds.
     pub monitored_us: u64,
+    /// What the range holds, by name, as [`HotRegion::object`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
 }
 
 /// The hottest address ranges over a time range.
@@ -178,6 +185,7 @@ fn snapshot_hot(s: &Snapshot, rs: u64, keep: impl Fn(u32) -> bool, top: usize) -
             access_frequency: freq(r.nr_accesses, max),
             age_aggr_intervals: r.age,
             age_us: u64::from(r.age).saturating_mul(s.end_us.saturating_sub(s.start_us)),
+            object: None,
         })
         .collect();
     let nr_regions = regions.len();
@@ -493,6 +501,7 @@ fn ranges_of(target_idx: u32, m: &mut FreqMap) -> Vec<HotRange> {
             size_bytes: q.end - q.start,
             access_frequency: (q.avg() * 1e6).round() / 1e6,
             monitored_us: q.time.round() as u64,
+            object: None,
         })
         .collect()
 }
@@ -655,7 +664,33 @@ impl HotByProcess {
     }
 }
 
+impl HotByProcess {
+    /// Names each listed region or range (see [`Hot::name_objects`]).
+    pub fn name_objects(&mut self, names: &mut dyn crate::Names) {
+        for p in &mut self.processes {
+            p.hot.name_objects(names);
+        }
+    }
+}
+
 impl Hot {
+    /// Names each listed region (at its snapshot's end) or range (at the
+    /// end of the time range) by what it holds.
+    pub fn name_objects(&mut self, names: &mut dyn crate::Names) {
+        match self {
+            Hot::Snapshot(h) => {
+                for r in &mut h.regions {
+                    r.object = names.main_object(r.target_idx, h.end_us, r.start, r.end);
+                }
+            }
+            Hot::Aggregate(h) => {
+                for r in &mut h.ranges {
+                    r.object = names.main_object(r.target_idx, h.end_us, r.start, r.end);
+                }
+            }
+        }
+    }
+
     /// Writes the report as an aligned text table.
     pub fn write_text(&self, w: &mut dyn Write) -> Result<(), Error> {
         match self {
@@ -687,17 +722,16 @@ impl Hot {
                             format!("{}/{}", r.nr_accesses, h.max_nr_accesses),
                             r.age_aggr_intervals.to_string(),
                             fmt_us(r.age_us),
+                            r.object.clone().unwrap_or_default(),
                         ]
                     })
                     .collect();
-                table(
-                    w,
-                    &[
-                        "rank", "target", "start", "end", "size", "access", "nr_acc", "age",
-                        "age_time",
-                    ],
-                    &rows,
-                )
+                let named = h.regions.iter().any(|r| r.object.is_some());
+                let head = [
+                    "rank", "target", "start", "end", "size", "access", "nr_acc", "age",
+                    "age_time", "object",
+                ];
+                table(w, &head[..head.len() - usize::from(!named)], &rows)
             }
             Hot::Aggregate(h) => {
                 writeln!(
@@ -722,22 +756,22 @@ impl Hot {
                             fmt_bytes(r.size_bytes),
                             pct(r.access_frequency),
                             fmt_us(r.monitored_us),
+                            r.object.clone().unwrap_or_default(),
                         ]
                     })
                     .collect();
-                table(
-                    w,
-                    &[
-                        "rank",
-                        "target",
-                        "start",
-                        "end",
-                        "size",
-                        "access",
-                        "monitored",
-                    ],
-                    &rows,
-                )
+                let named = h.ranges.iter().any(|r| r.object.is_some());
+                let head = [
+                    "rank",
+                    "target",
+                    "start",
+                    "end",
+                    "size",
+                    "access",
+                    "monitored",
+                    "object",
+                ];
+                table(w, &head[..head.len() - usize::from(!named)], &rows)
             }
         }
     }
@@ -766,7 +800,7 @@ fn table(w: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> Result<(), E
                 .unwrap_or(0)
         })
         .collect();
-    let left = |c: usize| matches!(head[c], "start" | "end");
+    let left = |c: usize| matches!(head[c], "start" | "end" | "object");
     let line = |cells: &[&str]| {
         let mut s = String::new();
         for (c, cell) in cells.iter().enumerate() {
@@ -784,7 +818,8 @@ fn table(w: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> Result<(), E
     };
     writeln!(w, "{}", line(head))?;
     for r in rows {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        // Rows may carry more cells (an object column left out).
+        let cells: Vec<&str> = r.iter().take(head.len()).map(String::as_str).collect();
         writeln!(w, "{}", line(&cells))?;
     }
     Ok(())

@@ -89,6 +89,9 @@ pub struct HtmlReport {
     /// The processes (targets) the snapshots hold, when there are two or
     /// more: the page's process picker.
     pub processes: Option<ProcessPicker>,
+    /// What the heatmap's addresses hold, by name, when the caller named
+    /// them ([`HtmlReport::name_objects`]): shown as the pointer moves.
+    pub objects: Vec<(u64, u64, String)>,
 }
 
 /// The page's process picker: each process's own heatmap and working set.
@@ -111,6 +114,39 @@ pub struct ProcessView {
     pub ages_us: Vec<f64>,
     /// Its working set over the windows that hold it.
     pub wss: Wss,
+    /// What its heatmap's addresses hold, as [`HtmlReport::objects`].
+    pub objects: Vec<(u64, u64, String)>,
+}
+
+/// At most this many named pieces per heatmap (the largest kept).
+pub const HTML_OBJECTS: usize = 20_000;
+
+/// The objects within a heatmap's segments at the end of its time range.
+fn heatmap_objects(hm: &Heatmap, names: &mut dyn crate::Names) -> Vec<(u64, u64, String)> {
+    let mut out = Vec::new();
+    for g in &hm.segments {
+        out.extend(names.pieces(hm.target_idx, hm.end_us, g.addr_start, g.addr_end));
+    }
+    if out.len() > HTML_OBJECTS {
+        out.sort_by_key(|(a, b, _)| std::cmp::Reverse(b - a));
+        out.truncate(HTML_OBJECTS);
+        out.sort_by_key(|(a, _, _)| *a);
+    }
+    out
+}
+
+impl HtmlReport {
+    /// Names the hot table's ranges and what each heatmap's addresses
+    /// hold.
+    pub fn name_objects(&mut self, names: &mut dyn crate::Names) {
+        self.hot.name_objects(names);
+        self.objects = heatmap_objects(&self.heatmap, names);
+        if let Some(p) = &mut self.processes {
+            for v in &mut p.views {
+                v.objects = heatmap_objects(&v.heatmap, names);
+            }
+        }
+    }
 }
 
 /// The scheme statistics a record holds (JSON entries of kind `schemes`,
@@ -290,6 +326,7 @@ pub fn build(reader: &Reader, opts: &HtmlOptions) -> Result<HtmlReport, Error> {
                 opts.time_range,
             ),
             processes: None,
+            objects: Vec::new(),
         };
         Ok::<_, Error>((report, pw?, targets))
     })?;
@@ -422,6 +459,7 @@ impl PickerPlan<'_> {
                 Err(e) => return Err(e),
             };
             views.push(ProcessView {
+                objects: Vec::new(),
                 process: table.row(p.process.target_idx),
                 windows: p.windows,
                 heatmap,
@@ -710,7 +748,7 @@ pub fn page_data(r: &HtmlReport) -> Value {
         json!({ "readings": s.readings, "schemes": tracks })
     });
     json!({
-        "heatmap": heatmap_data(&r.heatmap, &r.ages_us),
+        "heatmap": heatmap_data(&r.heatmap, &r.ages_us, &r.objects),
         "wss": wss_chart(&r.wss),
         "schemes": schemes,
     })
@@ -733,7 +771,10 @@ pub fn process_data(r: &HtmlReport) -> Value {
             if let Some(m) = o.as_object_mut() {
                 m.insert("name".into(), v.process.name().into());
                 m.insert("windows".into(), v.windows.into());
-                m.insert("heatmap".into(), heatmap_data(&v.heatmap, &v.ages_us));
+                m.insert(
+                    "heatmap".into(),
+                    heatmap_data(&v.heatmap, &v.ages_us, &v.objects),
+                );
                 m.insert("wss".into(), wss_chart(&v.wss));
             }
             o
@@ -743,7 +784,33 @@ pub fn process_data(r: &HtmlReport) -> Value {
 }
 
 /// A heatmap as the page's script reads it.
-fn heatmap_data(hm: &Heatmap, ages_us: &[f64]) -> Value {
+/// Named pieces as the page reads them: `names`, and `spans`, three
+/// numbers per piece (axis start, axis end, index into `names`), in axis
+/// order. Axis positions (bytes from the axis start) stay below 2^53,
+/// unlike addresses.
+fn objects_data(hm: &Heatmap, objects: &[(u64, u64, String)]) -> Value {
+    let mut names: Vec<&str> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut spans: Vec<u64> = Vec::with_capacity(objects.len() * 3);
+    for (a, b, name) in objects {
+        let Some(g) = hm
+            .segments
+            .iter()
+            .find(|g| g.addr_start <= *a && *a < g.addr_end)
+        else {
+            continue;
+        };
+        let n = *index.entry(name).or_insert_with(|| {
+            names.push(name);
+            names.len() - 1
+        });
+        let off = g.axis_offset + (a - g.addr_start);
+        spans.extend([off, off + (b.min(&g.addr_end) - a), n as u64]);
+    }
+    json!({ "names": names, "spans": spans })
+}
+
+fn heatmap_data(hm: &Heatmap, ages_us: &[f64], objects: &[(u64, u64, String)]) -> Value {
     let ages = AgeCodes::for_ages(ages_us);
     let freq: Vec<u8> = hm.cells.iter().map(|&f| freq_code(f)).collect();
     let age: Vec<u8> = ages_us.iter().map(|&a| ages.code(a)).collect();
@@ -770,6 +837,7 @@ fn heatmap_data(hm: &Heatmap, ages_us: &[f64]) -> Value {
         "freq": base64(&freq),
         "age": base64(&age),
         "age_k": ages.k,
+        "objects": objects_data(hm, objects),
     })
 }
 
@@ -1049,16 +1117,18 @@ fn write_hot(w: &mut impl Write, h: &Hot) -> Result<(), Error> {
             "the page's hot table needs the aggregate hot report".into(),
         ));
     };
+    let named = a.ranges.iter().any(|r| r.object.is_some());
     writeln!(
         w,
         "<table id=\"hot\" class=\"num\">\n<thead><tr><th>#</th><th>target</th><th>start</th>\
-         <th>end</th><th>size</th><th>access frequency</th><th>monitored for</th></tr></thead>\n<tbody>"
+         <th>end</th><th>size</th><th>access frequency</th><th>monitored for</th>{}</tr></thead>\n<tbody>",
+        if named { "<th>object</th>" } else { "" }
     )?;
     for (i, r) in a.ranges.iter().enumerate() {
         writeln!(
             w,
             "<tr><td>{}</td><td>{}</td><td class=\"addr\">{}</td><td class=\"addr\">{}</td>\
-             <td>{}</td><td><span class=\"freqbar\" style=\"width:{:.0}px\"></span>{}</td><td>{}</td></tr>",
+             <td>{}</td><td><span class=\"freqbar\" style=\"width:{:.0}px\"></span>{}</td><td>{}</td>{}</tr>",
             i + 1,
             r.target_idx,
             fmt_addr(r.start),
@@ -1066,7 +1136,12 @@ fn write_hot(w: &mut impl Write, h: &Hot) -> Result<(), Error> {
             fmt_bytes(r.size_bytes),
             r.access_frequency * 60.0,
             pct(r.access_frequency),
-            fmt_us(r.monitored_us)
+            fmt_us(r.monitored_us),
+            match (&r.object, named) {
+                (Some(o), _) => format!("<td class=\"obj\">{}</td>", esc(o)),
+                (None, true) => "<td></td>".to_string(),
+                (None, false) => String::new(),
+            }
         )?;
     }
     writeln!(

@@ -74,6 +74,16 @@ pub mod targets;
 pub mod wss;
 
 pub use error::Error;
+
+/// What a target's addresses hold, by name, for the reports that name
+/// them (`report hot`, the HTML page); `udamon_objects::Namer` is one.
+/// Times are microseconds since the record's start.
+pub trait Names {
+    /// The object holding most of `start..end`, and "+N" others.
+    fn main_object(&mut self, target: u32, at_us: u64, start: u64, end: u64) -> Option<String>;
+    /// Every object within `start..end`, clipped to it, in address order.
+    fn pieces(&mut self, target: u32, at_us: u64, start: u64, end: u64) -> Vec<(u64, u64, String)>;
+}
 pub use heatmap::{Heatmap, HeatmapFormat, HeatmapOptions, ImageOptions};
 pub use hot::{Hot, HotOptions};
 pub use html::{HtmlOptions, HtmlReport};

@@ -163,9 +163,9 @@ impl<'a> Selected<'a> {
     /// Calls `f` on what the selection keeps of each entry in recording
     /// order: snapshots cut to the selection, the JSON entries written
     /// while a kept snapshot's window was being recorded (scheme
-    /// statistics, gaps, execs), and the `target` entries of the kept
-    /// targets in the frames read, whenever they were written (they say
-    /// which process an index is). The caller decides what to do with a
+    /// statistics, gaps, execs), and the `target` and `maps` entries of
+    /// the kept targets in the frames read, whenever they were written
+    /// (they say which process an index is and what its addresses hold). The caller decides what to do with a
     /// run's `summary`, which describes the whole run.
     pub fn for_each_entry(
         &self,
@@ -188,7 +188,9 @@ impl<'a> Selected<'a> {
                         ControlFlow::Continue(())
                     }
                 }
-                Entry::Json { kind, value } if kind == TARGET_EVENT => {
+                Entry::Json { kind, value }
+                    if kind == TARGET_EVENT || kind == udamon_record::MAPS_EVENT =>
+                {
                     match crate::targets::event_idx(value) {
                         Some(i) if !self.sel.keeps_target(i) => ControlFlow::Continue(()),
                         _ => f(e),

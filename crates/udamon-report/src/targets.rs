@@ -365,7 +365,28 @@ pub fn entries_in(
     res.map(|()| out)
 }
 
-/// The target index a `target` entry is about.
+/// The last `maps` entry of each kept target in `frames` (what a part of
+/// the record cut after them needs to name its regions), by target.
+pub fn last_maps_in(
+    reader: &Reader,
+    frames: Range<usize>,
+    keep: impl Fn(u32) -> bool,
+) -> Result<std::collections::BTreeMap<u32, Value>, Error> {
+    let mut out = std::collections::BTreeMap::new();
+    reader.for_each_entry_in(frames, |e| {
+        if let Entry::Json { kind, value } = e {
+            if kind == udamon_record::MAPS_EVENT {
+                if let Some(i) = event_idx(value).filter(|&i| keep(i)) {
+                    out.insert(i, value.clone());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    })?;
+    Ok(out)
+}
+
+/// The target index a `target` (or `maps`) entry is about.
 pub fn event_idx(value: &Value) -> Option<u32> {
     value["idx"].as_u64().and_then(|i| u32::try_from(i).ok())
 }

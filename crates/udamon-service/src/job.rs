@@ -478,6 +478,7 @@ fn start_session(
             duration_us: None,
             stop_on_exec: false,
             softdirty_reset: plan.softdirty_reset,
+            alloc_sites: None,
             warn: {
                 let job = job.clone();
                 udamon_session::Warner::new(move |m| log::warn(Some(&job), m))

@@ -219,7 +219,8 @@ fn check_plan(plan: &Plan, opts: &Options) -> Check {
                 duration_us: None,
                 stop_on_exec: false,
                 softdirty_reset: j.softdirty_reset,
-                warn: udamon_session::Warner::default(),
+                alloc_sites: None,
+            warn: udamon_session::Warner::default(),
             };
             let mut result = udamon_session::plan(&spec, &features);
             if let Ok(("kdamond", _)) = &result {

@@ -15,6 +15,7 @@
 
 pub mod features;
 mod live;
+pub mod maps;
 mod program;
 mod recorder;
 mod schemes;
@@ -22,8 +23,8 @@ pub mod sim;
 pub mod topology;
 
 pub use live::{
-    choose, cmdline, kdamond_pid, path_blocker, plan, rss_swap_kb, stat_cpu_s, Event, Finished,
-    LiveTarget, OpsChoice, Session, SessionInfo, Spec,
+    choose, cmdline, kdamond_pid, path_blocker, plan, rss_swap_kb, stat_cpu_s, AllocSites, Event,
+    Finished, LiveTarget, OpsChoice, Session, SessionInfo, Spec,
 };
 pub use recorder::{CpuSpent, FileWriter, Gaps, LiveSummary, Processes, Recorder};
 pub use schemes::{scheme_reports, SchemeReport, TargetStats};

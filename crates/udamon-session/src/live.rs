@@ -124,8 +124,60 @@ pub struct Spec {
     pub stop_on_exec: bool,
     /// When the soft-dirty path resets the bits (other paths ignore it).
     pub softdirty_reset: SoftDirtyReset,
+    /// Sample the allocations of the command udamon starts (its whole
+    /// tree), with the preloaded library of `udamon_preload`.
+    pub alloc_sites: Option<AllocSites>,
     /// Where warnings go.
     pub warn: crate::Warner,
+}
+
+/// Allocation sampling for a command udamon starts: its side files are
+/// `prefix.PID` (see `udamon_preload`).
+#[derive(Clone, Debug)]
+pub struct AllocSites {
+    pub prefix: PathBuf,
+    pub options: udamon_preload::Options,
+}
+
+/// The preloaded library of a session's command, installed in a private
+/// directory removed when the session is.
+struct Preloaded {
+    _dir: tempfile::TempDir,
+    sites: AllocSites,
+}
+
+impl Preloaded {
+    /// Installs the library and says what to set on the command.
+    fn install(
+        sites: &AllocSites,
+    ) -> Result<(Self, Vec<(std::ffi::OsString, std::ffi::OsString)>)> {
+        let dir = tempfile::Builder::new()
+            .prefix("udamon-preload-")
+            .tempdir()
+            .map_err(|e| Error::failed("making a directory for the allocation sampler", e))?;
+        let lib = udamon_preload::install(dir.path())
+            .map_err(|e| Error::failed("installing the allocation sampler", e))?;
+        let env = udamon_preload::env(&lib, &sites.prefix, &sites.options);
+        Ok((
+            Self {
+                _dir: dir,
+                sites: sites.clone(),
+            },
+            env,
+        ))
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock of `Instant` on Linux,
+/// and of the allocation sampler's side files).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// What a session watches and how, fixed at its start.
@@ -518,9 +570,10 @@ struct Child {
 }
 
 /// Starts `argv`, with a thread that reaps it as soon as it exits.
-fn spawn_child(argv: &[String]) -> Result<Child> {
+fn spawn_child(argv: &[String], env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Result<Child> {
     let mut c = Command::new(&argv[0])
         .args(&argv[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .spawn()
         .map_err(|e| Error::Usage(format!("cannot start {:?}: {e}", argv[0])))?;
     let exited = Arc::new(AtomicBool::new(false));
@@ -603,6 +656,11 @@ pub struct Session {
     follow: Option<Follow>,
     /// The targets at the start, for the record's header (a program's).
     initial: Vec<TargetInfo>,
+    /// `CLOCK_MONOTONIC` when `started` was taken (ns): the origin of the
+    /// allocation sampler's times in the record's.
+    mono_start_ns: u64,
+    /// The allocation sampler of the command udamon started.
+    preloaded: Option<Preloaded>,
 }
 
 impl std::fmt::Debug for Session {
@@ -922,13 +980,32 @@ impl Session {
         let phys = matches!(spec.target, LiveTarget::Phys | LiveTarget::Node(_));
         let (ops, because) = choose(&features, spec.ops, phys, spec.attrs.mode)?;
         check_schemes(&spec.schemes, spec.ops, ops, &because, phys)?;
-        let child = match &spec.target {
+        let command = match &spec.target {
             LiveTarget::Command(argv)
             | LiveTarget::Program {
                 command: Some(argv),
                 ..
-            } => Some(spawn_child(argv)?),
+            } => Some(argv),
             _ => None,
+        };
+        let (preloaded, env) = match (&spec.alloc_sites, command) {
+            (None, _) => (None, Vec::new()),
+            (Some(_), None) => {
+                return Err(Error::Usage(
+                    "--alloc-sites needs a command udamon starts (record -- CMD): allocations \
+                     are sampled by a library preloaded into it, which a running process \
+                     cannot be given"
+                        .into(),
+                ))
+            }
+            (Some(sites), Some(_)) => {
+                let (p, env) = Preloaded::install(sites)?;
+                (Some(p), env)
+            }
+        };
+        let child = match command {
+            Some(argv) => Some(spawn_child(argv, &env)?),
+            None => None,
         };
         let pid = match (&spec.target, &child) {
             (LiveTarget::Pid(p), _) => *p,
@@ -952,6 +1029,7 @@ impl Session {
         match started {
             Ok(mut s) => {
                 s.child = child;
+                s.preloaded = preloaded;
                 Ok(s)
             }
             Err(e) => {
@@ -1078,6 +1156,8 @@ impl Session {
             // Simulated time.
             deadline_us: spec.duration_us,
             started: Instant::now(),
+            mono_start_ns: monotonic_ns(),
+            preloaded: None,
             child: None,
             kcpu0: None,
             rss_start_kb: None,
@@ -1149,6 +1229,8 @@ impl Session {
             stop_on_exec: spec.stop_on_exec,
             deadline_us: spec.duration_us,
             started: Instant::now(),
+            mono_start_ns: monotonic_ns(),
+            preloaded: None,
             child: None,
             kcpu0: None,
             rss_start_kb,
@@ -1228,6 +1310,29 @@ impl Session {
         }
     }
 
+    /// The monitored processes now, each with its target index in the
+    /// record (none for physical memory and simulations).
+    pub fn target_pids(&self) -> Vec<(u32, u32)> {
+        match &self.follow {
+            Some(f) => f.slots.iter().map(|s| (s.id, s.pid)).collect(),
+            None if self.info.pid != 0 => vec![(0, self.info.pid)],
+            None => Vec::new(),
+        }
+    }
+
+    /// A simulated workload's objects, as the mappings of its one target.
+    pub fn sim_maps(&self) -> Option<Vec<udamon_record::MapInfo>> {
+        match &self.live {
+            Live::Sim(sim) => Some(crate::maps::layout_maps(&sim.engine.ops().model().workload)),
+            _ => None,
+        }
+    }
+
+    /// The root the session reads `/proc` under.
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
     /// Whether this session follows a program's processes (each a target,
     /// announced by [`Event::Targets`]).
     pub fn is_program(&self) -> bool {
@@ -1281,6 +1386,13 @@ impl Session {
                 "kernel": i.kernel,
                 "duration_us": self.deadline_us,
                 "schemes": udamon_scheme_file::to_json(&self.schemes),
+                "monotonic_start_ns": self.mono_start_ns,
+                "alloc_sites": self.preloaded.as_ref().map(|p| serde_json::json!({
+                    // The side files' name, beside the record.
+                    "prefix": p.sites.prefix.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    "threshold": p.sites.options.threshold,
+                    "sample_interval": p.sites.options.sample_interval,
+                })),
             }),
             ..Header::new(i.ops.name(), self.attrs)
         }

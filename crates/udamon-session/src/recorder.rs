@@ -149,6 +149,11 @@ pub struct Recorder {
     warn: crate::Warner,
     /// The session follows a program's processes.
     program: bool,
+    /// The targets' mappings, written when they change.
+    maps: crate::maps::MapsWatch,
+    /// A simulated workload's mappings, written at the start of each file.
+    sim_maps: Option<Vec<udamon_record::MapInfo>>,
+    sim_written: bool,
 }
 
 impl Recorder {
@@ -166,6 +171,12 @@ impl Recorder {
                 ..Processes::default()
             },
             program: session.is_program(),
+            maps: crate::maps::MapsWatch::new(
+                session.root(),
+                Duration::from_micros(session.attrs().update_us),
+            ),
+            sim_maps: session.sim_maps(),
+            sim_written: false,
             gaps: Gaps::default(),
             next_stats_us: 0,
             last_flush: Instant::now(),
@@ -173,8 +184,55 @@ impl Recorder {
         }
     }
 
+    /// Writes the targets' mappings that changed (or all of them, at the
+    /// start of a file, or `now` when targets arrived).
+    fn push_maps(&mut self, session: &Session, now: bool) -> Result<(), Error> {
+        let Some(w) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        if !(now || self.maps.due()) {
+            return Ok(());
+        }
+        let at_us = session.elapsed().as_micros() as u64;
+        let mut events = self.maps.poll(&session.target_pids(), at_us);
+        if let Some(maps) = self.sim_maps.as_ref().filter(|_| !self.sim_written) {
+            self.sim_written = true;
+            let maps = maps.clone();
+            events.push(udamon_record::MapsEvent {
+                at_us: 0,
+                idx: 0,
+                maps,
+            });
+        }
+        for e in events {
+            let v = serde_json::to_value(&e).map_err(|e| Error::failed("writing mappings", e))?;
+            w.push_json(udamon_record::MAPS_EVENT, &v)?;
+        }
+        Ok(())
+    }
+
     /// Takes one event into the record.
     pub fn push(&mut self, session: &mut Session, ev: &Event) -> Result<(), Error> {
+        let changed = match ev {
+            Event::Exec { .. } => true,
+            Event::Targets(t) => t.iter().any(|e| matches!(e, TargetEvent::Arrive { .. })),
+            Event::Snapshot(_) => {
+                // Mappings read before the snapshot that they name.
+                self.push_maps(session, false)?;
+                false
+            }
+            Event::End(_) => false,
+        };
+        self.push_event(session, ev)?;
+        if changed {
+            // A new program's mappings come right after the entry that
+            // announces it.
+            self.push_maps(session, true)?;
+        }
+        Ok(())
+    }
+
+    fn push_event(&mut self, session: &mut Session, ev: &Event) -> Result<(), Error> {
         match ev {
             Event::End(_) => Ok(()),
             Event::Targets(events) => {
@@ -260,6 +318,9 @@ impl Recorder {
     pub fn replace_writer(&mut self, writer: Option<FileWriter>) -> Result<(), Error> {
         let old = std::mem::replace(&mut self.writer, writer);
         self.next_stats_us = 0;
+        // Each file names its own regions.
+        self.maps.reset();
+        self.sim_written = false;
         if let Some(mut w) = old {
             w.flush_frame()?;
             w.finish()?;

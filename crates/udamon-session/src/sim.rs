@@ -369,6 +369,18 @@ pub fn run_prepared(
             })?),
             None => None,
         };
+    if let Some(w) = writer.as_mut() {
+        // The workload's objects are its mappings: reports name regions
+        // by them as they name a process's by its mappings.
+        let maps = udamon_record::MapsEvent {
+            at_us: 0,
+            idx: 0,
+            maps: crate::maps::layout_maps(&model.workload),
+        };
+        // Plain numbers and strings: always representable as JSON.
+        let v = serde_json::to_value(&maps).unwrap_or_default();
+        w.push_json(udamon_record::MAPS_EVENT, &v)?;
+    }
     let started = Instant::now();
     if let Some(f) = hooks.progress.as_mut() {
         f(0, duration_us);

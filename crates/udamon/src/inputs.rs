@@ -190,3 +190,32 @@ pub fn sim_model(reader: &Reader, path: &Path) -> Result<(Arc<Model>, u64)> {
     }
     Ok((Arc::new(Model::new(w)), sim.seed))
 }
+
+/// The namer of a record's regions (`report objects`, `hot`, `html`,
+/// `hints`): its mappings read, and its allocation sites where it was
+/// recorded with `--alloc-sites`; what it could not read is said on
+/// stderr (a report names less, it does not fail).
+pub fn namer(
+    reader: &Reader,
+    path: &Path,
+    names: &udamon_cli::NameArgs,
+    table: Option<&TargetTable>,
+) -> Result<udamon_objects::Namer> {
+    let mut namer = udamon_objects::namer_of(reader, names.options())
+        .with_context(|| path.display().to_string())?;
+    if !reader.header().params["alloc_sites"].is_null() {
+        let read;
+        let table = match table {
+            Some(t) => t,
+            None => {
+                read = target_table(reader, path)?;
+                &read
+            }
+        };
+        namer.load_alloc_sites(reader.header(), path, table);
+    }
+    for n in namer.notes() {
+        eprintln!("udamon: note: {n}");
+    }
+    Ok(namer)
+}

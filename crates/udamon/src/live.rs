@@ -17,6 +17,15 @@ use crate::stop;
 use crate::UsageError;
 use udamon_core::softdirty::SoftDirtyReset;
 
+/// How a live run from the command line runs: a dry run, with a progress
+/// line, sampling the command's allocations.
+#[derive(Default)]
+pub struct How {
+    pub dry_run: bool,
+    pub progress: bool,
+    pub alloc_sites: Option<udamon_session::AllocSites>,
+}
+
 /// A live run to perform.
 pub struct LiveRun<'a> {
     pub target: LiveTarget,
@@ -34,6 +43,8 @@ pub struct LiveRun<'a> {
     pub stop_on_exec: bool,
     /// When the soft-dirty path resets the bits.
     pub softdirty_reset: SoftDirtyReset,
+    /// Sample the command's allocations (`record --alloc-sites`).
+    pub alloc_sites: Option<udamon_session::AllocSites>,
 }
 
 /// Runs a live monitor (with `run.schemes`, possibly none), writing a
@@ -51,6 +62,7 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
         duration_us: run.duration_us,
         stop_on_exec: run.stop_on_exec,
         softdirty_reset: run.softdirty_reset,
+        alloc_sites: run.alloc_sites.clone(),
         warn: udamon_session::Warner::default(),
     };
     let mut session = Session::start(&spec)?;
@@ -180,11 +192,15 @@ pub fn run_from_args(
     a: &LiveArgs,
     attrs: Attrs,
     schemes: Vec<Damos>,
-    dry_run: bool,
+    how: How,
     duration_us: Option<u64>,
-    progress: bool,
     out: Option<&Path>,
 ) -> Result<LiveSummary> {
+    let How {
+        dry_run,
+        progress,
+        alloc_sites,
+    } = how;
     let target = live_target(a)?;
     if a.softdirty_reset.per_window() && !a.ops.may_take_softdirty(a.paddr) {
         return Err(UsageError(format!(
@@ -211,6 +227,7 @@ pub fn run_from_args(
         progress,
         stop_on_exec: a.stop_on_exec,
         softdirty_reset: a.softdirty_reset,
+        alloc_sites,
     };
     run_live(&run, out)
 }

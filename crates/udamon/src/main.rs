@@ -54,6 +54,7 @@ fn kind_of(cause: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
         udamon_kdamon::Error,
         udamon_proc::Error,
         udamon_report::Error,
+        udamon_objects::Error,
         udamon_damo::Error,
         udamon_session::Error,
         udamon_session::sim::SimError,

@@ -74,7 +74,8 @@ fn record_then_every_report() {
     assert_eq!(summary["snapshots"], 30);
     assert_eq!(summary["seed"], 3);
 
-    // raw: a header line with the parameters, then one line per snapshot.
+    // raw: a header line with the parameters, the workload's objects as
+    // its mappings, then one line per snapshot.
     let out = udamon(dir.path(), &["report", "raw", "s.udr"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let lines: Vec<serde_json::Value> = text(&out.stdout)
@@ -83,7 +84,8 @@ fn record_then_every_report() {
         .collect();
     assert_eq!(lines[0]["type"], "header");
     assert_eq!(lines[0]["sim"]["seed"], 3);
-    assert_eq!(lines[1]["type"], "snapshot");
+    assert_eq!(lines[1]["type"], "maps");
+    assert_eq!(lines[2]["type"], "snapshot");
     assert_eq!(lines.iter().filter(|l| l["type"] == "snapshot").count(), 30);
     assert_eq!(lines.last().unwrap()["type"], "summary");
 

@@ -16,6 +16,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("udamon-kdamon", &["udamon-core"]),
     ("udamon-proc", &["udamon-core"]),
     ("udamon-report", &["udamon-core", "udamon-record"]),
+    ("udamon-elf", &[]),
+    ("udamon-preload", &[]),
+    (
+        "udamon-objects",
+        &[
+            "udamon-core",
+            "udamon-record",
+            "udamon-report",
+            "udamon-elf",
+        ],
+    ),
     (
         "udamon-damo",
         &["udamon-core", "udamon-record", "udamon-kdamon"],
@@ -29,6 +40,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "udamon-scheme-file",
             "udamon-kdamon",
             "udamon-proc",
+            "udamon-elf",
+            "udamon-preload",
         ],
     ),
     (
@@ -82,6 +95,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "udamon-core",
             "udamon-report",
+            "udamon-objects",
             "udamon-session",
             "udamon-tune",
             "udamon-service",
@@ -94,6 +108,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "udamon-sim",
             "udamon-record",
             "udamon-report",
+            "udamon-objects",
+            "udamon-elf",
+            "udamon-preload",
             "udamon-scheme-file",
             "udamon-tune",
             "udamon-kdamon",

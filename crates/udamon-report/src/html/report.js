@@ -205,6 +205,29 @@
       hex(addrIn(gs, p0)) + ' to ' + hex(addrIn(ge, p1)) + ' (' + fmtBytes(p1 - p0) + ' shown)';
   }
 
+  // What the axis positions ps..pe hold, by name: the object covering
+  // most of them, and how many others share them.
+  function objectsIn(ps, pe) {
+    const o = H.objects;
+    if (!o || !o.spans.length) return null;
+    const sp = o.spans, n = sp.length / 3;
+    let lo = 0, hi = n;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (sp[mid * 3 + 1] <= ps) lo = mid + 1; else hi = mid;
+    }
+    const by = new Map();
+    for (let i = lo; i < n && sp[i * 3] < pe; i++) {
+      const w = Math.min(pe, sp[i * 3 + 1]) - Math.max(ps, sp[i * 3]);
+      if (w > 0) by.set(sp[i * 3 + 2], (by.get(sp[i * 3 + 2]) || 0) + w);
+    }
+    if (!by.size) return null;
+    let best = -1, bw = -1;
+    for (const [k, w] of by) if (w > bw) { best = k; bw = w; }
+    const name = String(o.names[best]).replace(/[&<>"]/g, (ch) => '&#' + ch.charCodeAt(0) + ';');
+    return '<b>' + name + '</b>' + (by.size > 1 ? ' +' + (by.size - 1) + ' more' : '');
+  }
+
   function showReadout(x, y) {
     const t = Math.floor(view.t0 + x / W * (view.t1 - view.t0));
     const a = Math.floor(view.a1 - y / Hh * (view.a1 - view.a0));
@@ -221,6 +244,8 @@
       ['addresses', hex(addrIn(g, ps)) + ' to ' + hex(across ? addrIn(segAt(pe), pe) : addrIn(g, pe))],
       ['size', fmtBytes(pe - ps) + (across ? ', across a collapsed gap' : '')],
     ];
+    const named = objectsIn(ps, pe);
+    if (named) rows.push(['object', named]);
     if (c === 0) {
       rows.push(['access', 'not monitored']);
     } else {

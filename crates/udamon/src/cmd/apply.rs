@@ -8,7 +8,7 @@ use udamon_scheme_file::{to_json, to_toml};
 use udamon_session::sim::{RunSummary, Setup, SimRun};
 
 use crate::inputs::{read_schemes, read_spec, refuse_ops_with_sim, run_duration};
-use crate::live::run_from_args;
+use crate::live::{run_from_args, How};
 use crate::output::{print_json, print_scheme_table, print_summary, run_sim};
 use crate::UsageError;
 
@@ -110,9 +110,12 @@ fn apply_live(
         &a.live,
         attrs,
         schemes,
-        a.dry_run,
+        How {
+            dry_run: a.dry_run,
+            progress: !a.json,
+            alloc_sites: None,
+        },
         duration_us,
-        !a.json,
         a.output.as_deref(),
     )?;
     if a.json {

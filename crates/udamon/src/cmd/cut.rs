@@ -7,7 +7,7 @@
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use udamon_cli::CutArgs;
-use udamon_record::{Entry, Writer, TARGET_EVENT};
+use udamon_record::{Entry, Writer, MAPS_EVENT, TARGET_EVENT};
 use udamon_report::{targets, Selected};
 
 use crate::inputs::{open, selected};
@@ -52,6 +52,10 @@ pub fn run(a: CutArgs) -> Result<()> {
     let keep = |i: u32| sel.keeps_target(i);
     let before = targets::entries_in(&reader, 0..read.start, keep)?;
     let after = targets::entries_in(&reader, read.end..frames.len(), keep)?;
+    // Each kept target's mappings as they were when the part starts: the
+    // last `maps` entry before it, then those written before its first
+    // snapshot, go in first (the reports name regions by them).
+    let mut pending_maps = targets::last_maps_in(&reader, 0..read.start, keep)?;
     let mut header = reader.header().clone();
     let from = serde_json::json!({
         "record": a.record.display().to_string(),
@@ -85,6 +89,9 @@ pub fn run(a: CutArgs) -> Result<()> {
                         for v in pending.drain(..) {
                             writer.push_json(TARGET_EVENT, &v)?;
                         }
+                        for v in std::mem::take(&mut pending_maps).into_values() {
+                            writer.push_json(MAPS_EVENT, &v)?;
+                        }
                         w = Some((out, writer));
                     }
                     w.as_mut().expect("made above").1.push_snapshot(s)?;
@@ -93,6 +100,14 @@ pub fn run(a: CutArgs) -> Result<()> {
                 Entry::Json { kind, value } if kind == TARGET_EVENT => match w.as_mut() {
                     Some((_, w)) => w.push_json(kind, value)?,
                     None => pending.push(value.clone()),
+                },
+                Entry::Json { kind, value } if kind == MAPS_EVENT => match w.as_mut() {
+                    Some((_, w)) => w.push_json(kind, value)?,
+                    None => {
+                        if let Some(i) = targets::event_idx(value) {
+                            pending_maps.insert(i, value.clone());
+                        }
+                    }
                 },
                 // What happened while the range was being recorded (scheme
                 // statistics, gaps, execs); the run's summary describes the

@@ -8,6 +8,7 @@ mod demo;
 mod eval;
 mod export;
 mod features;
+mod hints;
 mod import;
 mod record;
 mod replay;
@@ -36,6 +37,7 @@ pub fn run(cli: Cli) -> Result<()> {
             ReportCommand::Html(a) => report_html::run(a),
             ReportCommand::Wss(a) => report::wss_cmd(a),
             ReportCommand::Hot(a) => report::hot_cmd(a),
+            ReportCommand::Objects(a) => report::objects_cmd(a),
             ReportCommand::Raw(a) => report::raw_cmd(a),
             ReportCommand::Accuracy(a) => report::accuracy_cmd(a),
             ReportCommand::Stats(a) => report::stats_cmd(a),
@@ -53,6 +55,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Import(a) => import::run(a),
         Command::Export(a) => export::run(a),
         Command::Cut(a) => cut::run(a),
+        Command::Hints(a) => hints::run(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "udamon", &mut std::io::stdout());
             Ok(())

@@ -1,13 +1,13 @@
 //! `udamon record`: run a monitor over a workload and write a record.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use udamon_cli::RecordArgs;
 use udamon_core::Mode;
 use udamon_session::sim::{RunSummary, Setup, SimRun};
 use udamon_sim::MonitorKind;
 
 use crate::inputs::{read_spec, refuse_ops_with_sim, run_duration};
-use crate::live::run_from_args;
+use crate::live::{run_from_args, How};
 use crate::output::{print_json, print_summary, run_sim};
 use crate::UsageError;
 
@@ -100,14 +100,26 @@ fn record_live(a: &RecordArgs, duration_us: Option<u64>) -> Result<()> {
         .into());
     }
     let attrs = a.attrs.attrs()?;
+    let alloc_sites = a.alloc_sites()?;
     crate::output::prepare("--output", &a.output, &[], &[])?;
+    if let Some(sites) = &alloc_sites {
+        // The previous record's side files go with it (they would mix with
+        // this run's where a pid comes again).
+        for old in udamon_preload::SideFile::paths(&sites.prefix).unwrap_or_default() {
+            std::fs::remove_file(&old)
+                .with_context(|| format!("cannot remove the old side file {}", old.display()))?;
+        }
+    }
     let s = run_from_args(
         &a.live,
         attrs,
         Vec::new(),
-        false,
+        How {
+            dry_run: false,
+            progress: !a.json,
+            alloc_sites,
+        },
         duration_us,
-        !a.json,
         Some(&a.output),
     )?;
     if a.json {

@@ -2,8 +2,10 @@
 
 use std::io::{self, BufWriter, Write};
 
-use anyhow::{bail, Result};
-use udamon_cli::{AccuracyArgs, HeatmapArgs, HotArgs, JsonFileArgs, RawArgs, SummaryArgs, WssArgs};
+use anyhow::{bail, Context, Result};
+use udamon_cli::{
+    AccuracyArgs, HeatmapArgs, HotArgs, JsonFileArgs, ObjectsArgs, RawArgs, SummaryArgs, WssArgs,
+};
 use udamon_report::{
     heatmap, hot, summary, wss, HeatmapFormat, HeatmapOptions, ImageOptions, Selected, Selection,
 };
@@ -100,9 +102,11 @@ pub fn hot_cmd(a: HotArgs) -> Result<()> {
     let sel = selected_in(&reader, &a.file, &a.select, table.as_ref())?;
     let opts = a.options(sel.single_target())?;
     let src = Selected::new(&reader, sel);
+    let mut namer = crate::inputs::namer(&reader, &a.file, &a.names, table.as_ref())?;
     let mut out = BufWriter::new(io::stdout().lock());
     if let Some(table) = &table {
-        let h = hot::build_by_process(&src, &opts, table)?;
+        let mut h = hot::build_by_process(&src, &opts, table)?;
+        h.name_objects(&mut namer);
         if a.json {
             h.write_json(&mut out)?;
         } else {
@@ -111,11 +115,33 @@ pub fn hot_cmd(a: HotArgs) -> Result<()> {
         out.flush()?;
         return Ok(());
     }
-    let h = hot::build(&src, &opts)?;
+    let mut h = hot::build(&src, &opts)?;
+    h.name_objects(&mut namer);
     if a.json {
         h.write_json(&mut out)?;
     } else {
         h.write_text(&mut out)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+pub fn objects_cmd(a: ObjectsArgs) -> Result<()> {
+    let reader = open(&a.file)?;
+    let table = target_table(&reader, &a.file)?;
+    let sel = selected_in(&reader, &a.file, &a.select, Some(&table))?;
+    let mut namer = crate::inputs::namer(&reader, &a.file, &a.names, Some(&table))?;
+    let opts = udamon_objects::ObjectsOptions {
+        top: a.top,
+        by_process: a.by.is_some(),
+    };
+    let r = udamon_objects::build(&reader, &sel, &mut namer, &table, &opts)
+        .with_context(|| a.file.display().to_string())?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    if a.json {
+        r.write_json(&mut out)?;
+    } else {
+        r.write_text(&mut out)?;
     }
     out.flush()?;
     Ok(())

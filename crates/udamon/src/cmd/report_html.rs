@@ -25,7 +25,9 @@ pub fn run(a: HtmlArgs) -> Result<()> {
         ..HtmlOptions::default()
     };
     crate::output::check_output("--output", &a.output, &[&a.file], &[])?;
-    let report = html::build(&reader, &opts)?;
+    let mut report = html::build(&reader, &opts)?;
+    let mut namer = crate::inputs::namer(&reader, &a.file, &a.names, None)?;
+    report.name_objects(&mut namer);
     let page_title = a.title.unwrap_or_else(|| title(&reader, &a.file));
     let source = a.file.file_name().map_or_else(
         || a.file.display().to_string(),

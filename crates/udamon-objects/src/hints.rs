@@ -1,0 +1,264 @@
+//! Placement hints: the hot objects of a record, written for a program's
+//! next run (`udamon hints`). Each hint names an object as the objects
+//! report does and says what to do with it: `mlock` (keep it in memory,
+//! the seeds' out-of-core case study) or `node` (place it on a NUMA node).
+//! The file is TOML that people read and edit; the preloaded allocation
+//! library applies it as the program allocates, and for a simulated
+//! workload it becomes `mlock` schemes over the objects' addresses.
+
+use serde::{Deserialize, Serialize};
+use udamon_core::schemes::{Action, Damos, Filter, FilterKind};
+
+use crate::namer::{Kind, Namer, Object};
+use crate::report::ObjectsReport;
+
+/// A part of an object smaller than this is not hinted.
+pub const PART_MIN: u64 = 2 << 20;
+
+const PAGE: u64 = 4096;
+
+/// What the hints ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HintAction {
+    /// Keep the object in memory (`mlock2(MLOCK_ONFAULT)`).
+    Mlock,
+    /// Place the object on a NUMA node (`mbind`).
+    Node,
+}
+
+/// How hints are chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HintsOptions {
+    /// At most this many bytes hinted in all (the objects' mean sizes);
+    /// `None`: no limit.
+    pub max_bytes: Option<u64>,
+    /// Only objects at least this hot (access frequency, `0..=1`).
+    pub min_frequency: f64,
+    pub action: HintAction,
+    /// The node of [`HintAction::Node`].
+    pub node: Option<u32>,
+}
+
+impl Default for HintsOptions {
+    fn default() -> Self {
+        Self {
+            max_bytes: None,
+            min_frequency: 0.05,
+            action: HintAction::Mlock,
+            node: None,
+        }
+    }
+}
+
+/// One object's hint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hint {
+    /// The object's name, as `udamon report objects` prints it.
+    pub object: String,
+    pub kind: Kind,
+    /// The file a symbol or section belongs to.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub file: String,
+    /// The file's build-id: a hint for a symbol applies to that build only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+    /// A symbol's address and size in its file (hex), which a new run
+    /// finds at the file's load address plus this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbol_vaddr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbol_size: Option<u64>,
+    pub action: HintAction,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<u32>,
+    /// Where the record saw it at its end: `[target, "0xstart", "0xend"]`
+    /// (a simulated workload's objects stay there in every run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<(u32, String, String)>,
+    /// Only the first `bytes` of the object (all of it did not fit in
+    /// `--max-bytes`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub part: bool,
+    /// What the record measured (for people; not read back), `bytes` the
+    /// object's mean size or the part's.
+    #[serde(default)]
+    pub bytes: u64,
+    #[serde(default)]
+    pub access_frequency: f64,
+    #[serde(default)]
+    pub access_share: f64,
+}
+
+/// A hints file: `[[hint]]` tables.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hints {
+    #[serde(default, rename = "hint")]
+    pub hints: Vec<Hint>,
+}
+
+/// Why a hints file is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum HintsError {
+    #[error("not a hints file: {0}")]
+    Parse(String),
+    #[error("hint {index} ({object}): {why}")]
+    Bad {
+        index: usize,
+        object: String,
+        why: String,
+    },
+}
+
+/// The objects of the report worth a hint: at least `min_frequency` hot,
+/// hottest first (by access frequency: the bytes that gain the most per
+/// byte locked), while they fit in `max_bytes`. Objects no run can find
+/// again are left out: memory no mapping covers and anonymous mappings
+/// named by their address.
+pub fn choose(report: &ObjectsReport, namer: &mut Namer, opts: &HintsOptions) -> Hints {
+    let mut rows: Vec<_> = report
+        .objects
+        .iter()
+        .filter(|r| r.access_frequency >= opts.min_frequency && r.bytes > 0)
+        .filter(|r| !matches!(r.kind, Kind::Unmapped) && !r.name.starts_with("[anon 0x"))
+        .collect();
+    rows.sort_by(|a, b| {
+        b.access_frequency
+            .total_cmp(&a.access_frequency)
+            .then(a.name.cmp(&b.name))
+    });
+    let mut left = opts.max_bytes.unwrap_or(u64::MAX);
+    let mut out = Hints::default();
+    for r in rows {
+        // An object larger than what is left gets a part of it (its first
+        // ranges, up to what is left), as the seeds locked "a portion of
+        // the hot memory area" when all of it did not fit; less than
+        // PART_MIN left is not worth a hint.
+        let bytes = r.bytes.min(left);
+        if bytes < r.bytes && bytes < PART_MIN {
+            continue;
+        }
+        left -= bytes;
+        let key = Object {
+            kind: r.kind,
+            name: r.name.clone(),
+            file: r.file.clone(),
+        };
+        let targets: Vec<u32> = match r.target_idx {
+            Some(t) => vec![t],
+            None => namer.targets(),
+        };
+        let mut ranges = Vec::new();
+        let mut want = bytes;
+        if let Some(id) = namer.id_of(&key) {
+            for t in targets {
+                for (a, b) in namer.ranges_of(t, id) {
+                    if want == 0 {
+                        break;
+                    }
+                    let b = if b - a > want {
+                        // Page-aligned, so the part is what mlock locks.
+                        (a + want).next_multiple_of(PAGE)
+                    } else {
+                        b
+                    };
+                    want = want.saturating_sub(b - a);
+                    ranges.push((t, format!("{a:#x}"), format!("{b:#x}")));
+                }
+            }
+        }
+        let sym = (r.kind == Kind::Symbol)
+            .then(|| namer.symbol_in_file(&r.file, &r.name))
+            .flatten();
+        out.hints.push(Hint {
+            object: r.name.clone(),
+            kind: r.kind,
+            file: r.file.clone(),
+            build_id: sym.as_ref().map(|s| s.2.clone()),
+            symbol_vaddr: sym.as_ref().map(|s| format!("{:#x}", s.0)),
+            symbol_size: sym.as_ref().map(|s| s.1.min(bytes)),
+            action: opts.action,
+            node: opts.node.filter(|_| opts.action == HintAction::Node),
+            ranges,
+            part: bytes < r.bytes,
+            bytes,
+            access_frequency: (r.access_frequency * 1e4).round() / 1e4,
+            access_share: (r.access_share * 1e4).round() / 1e4,
+        });
+    }
+    out
+}
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
+}
+
+impl Hints {
+    /// The hints as TOML, with a comment saying where they came from.
+    pub fn to_toml(&self, comment: &str) -> String {
+        let mut out = String::new();
+        for line in comment.lines() {
+            out.push_str(&format!("# {line}\n"));
+        }
+        out.push_str(&toml::to_string(self).unwrap_or_default());
+        out
+    }
+
+    /// Reads and checks a hints file.
+    pub fn parse(text: &str) -> Result<Self, HintsError> {
+        let h: Hints = toml::from_str(text).map_err(|e| HintsError::Parse(e.to_string()))?;
+        for (i, hint) in h.hints.iter().enumerate() {
+            let bad = |why: &str| HintsError::Bad {
+                index: i + 1,
+                object: hint.object.clone(),
+                why: why.to_string(),
+            };
+            if hint.action == HintAction::Node && hint.node.is_none() {
+                return Err(bad("action = \"node\" needs node = N"));
+            }
+            for (_, a, b) in &hint.ranges {
+                match (hex(a), hex(b)) {
+                    (Some(a), Some(b)) if a < b => {}
+                    _ => {
+                        return Err(bad(&format!(
+                            "range {a}..{b} is not two hex addresses, start below end"
+                        )))
+                    }
+                }
+            }
+            if let Some(v) = &hint.symbol_vaddr {
+                if hex(v).is_none() {
+                    return Err(bad(&format!("symbol_vaddr {v} is not a hex address")));
+                }
+            }
+        }
+        Ok(h)
+    }
+
+    /// The `mlock` hints as DAMOS schemes over the recorded addresses: one
+    /// `mlock` scheme for all regions, whatever their access, allowed only
+    /// in the hinted ranges (for a simulated workload, whose objects stay
+    /// where they were; a live program's may move between runs).
+    pub fn to_schemes(&self) -> Vec<Damos> {
+        let mut filters = Vec::new();
+        for h in self.hints.iter().filter(|h| h.action == HintAction::Mlock) {
+            for (_, a, b) in &h.ranges {
+                if let (Some(start), Some(end)) = (hex(a), hex(b)) {
+                    filters.push(Filter {
+                        kind: FilterKind::Addr { start, end },
+                        matching: true,
+                        allow: true,
+                    });
+                }
+            }
+        }
+        if filters.is_empty() {
+            return Vec::new();
+        }
+        let mut s = Damos::new(Default::default(), Action::Mlock);
+        s.filters = filters;
+        vec![s]
+    }
+}
