@@ -2637,8 +2637,36 @@ def check_objects_named(d, out):
     return "; ".join(figures)
 
 
+
+def check_objects_real(d, out):
+    """Redis and SQLite recorded with their allocation sites: each run
+    ends well and its objects report names allocation sites (the figures
+    themselves are for docs/objects.md)."""
+    figs, bad = [], []
+    for p in ("redis", "sqlite"):
+        rc = read(d, f"rc-{p}.txt", "").strip()
+        if rc != "0":
+            bad.append(f"{p}: udamon record exited {rc or '?'}: {read(d, p + '.err', '').strip()[-300:]}")
+            continue
+        try:
+            rep = json.loads(read(d, f"{p}.objects.json"))
+        except (Fail, ValueError) as e:
+            bad.append(f"{p}: no objects report ({e})")
+            continue
+        rows = rep.get("objects", [])
+        sites = [r for r in rows if r.get("kind") == "alloc_site"]
+        top = ", ".join(f"{r['name']} {r['access_share']*100:.0f}%" for r in rows[:4])
+        figs.append(f"{p}: {len(rows)} objects, {len(sites)} allocation sites; top: {top}")
+        if not sites:
+            bad.append(f"{p}: no allocation site named")
+    if bad:
+        raise Fail("; ".join(bad) + " || " + "; ".join(figs))
+    return "; ".join(figs)
+
+
 CHECKS = {
     "objects-named": check_objects_named,
+    "objects-real": check_objects_real,
     "program-damo": check_program_damo,
     "program-tree": check_program_tree,
     "program-churn": check_program_churn,

@@ -8,6 +8,7 @@
 //! [`Options::udamon`] names in child processes.
 
 pub mod accuracy;
+pub mod allocs;
 mod child;
 pub mod cost;
 pub mod endpoint;
@@ -60,6 +61,7 @@ pub const PARTS: &[&str] = &[
     "tiering",
     "import",
     "lock",
+    "allocs",
 ];
 
 /// What to run.
@@ -68,7 +70,8 @@ pub struct Options {
     /// Shorter runs (figures are noisier).
     pub quick: bool,
     /// Run only these parts (all but the long ones when empty: softdirty,
-    /// service, endpoint, tiering, import and lock run only when named).
+    /// service, endpoint, tiering, import, lock and allocs run only when
+    /// named).
     pub only: Vec<String>,
     /// The udamon executable, run in child processes by the record,
     /// endpoint and import parts.
@@ -82,7 +85,7 @@ impl Options {
             if !PARTS.contains(&p.as_str()) {
                 return Err(Error::Usage(format!(
                     "--only {p}: unknown part (expected cost, record, heatmap, accuracy, \
-                     softdirty, schemes, tune, service, endpoint, tiering, import or lock)"
+                     softdirty, schemes, tune, service, endpoint, tiering, import, lock or allocs)"
                 )));
             }
         }
@@ -133,6 +136,8 @@ pub struct Report {
     pub import: Option<import::ImportBench>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lock: Vec<lock::LockRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocs: Option<allocs::AllocsBench>,
 }
 
 /// A value serialised through `serde_json::Value`, whose maps are sorted.
@@ -189,6 +194,9 @@ pub fn run(opts: &Options, sink: &mut dyn Sink) -> Result<Report> {
     if opts.asked("lock") {
         report.lock = lock::table(&opts.udamon, opts.quick, sink)?;
     }
+    if opts.asked("allocs") {
+        report.allocs = allocs::bench(opts.quick, sink)?;
+    }
     Ok(report)
 }
 
@@ -205,7 +213,7 @@ mod tests {
         match o.check() {
             Err(Error::Usage(m)) => assert!(
                 m.starts_with("--only speed: unknown part (expected cost, record,")
-                    && m.ends_with("tiering, import or lock)"),
+                    && m.ends_with("tiering, import, lock or allocs)"),
                 "{m}"
             ),
             r => panic!("{r:?}"),

@@ -1054,8 +1054,9 @@ pub struct BenchArgs {
     /// tiering policies
     /// on two-node simulated machines, import, an hour of damo's records
     /// imported and drawn, softdirty, the accuracy of soft-dirty's reset
-    /// policies, and lock, hot objects locked under a memory limit, run
-    /// only when named)
+    /// policies, lock, hot objects locked under a memory limit, and
+    /// allocs, allocation sampling's cost against heaptrack, run only when
+    /// named)
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
 }

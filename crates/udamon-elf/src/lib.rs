@@ -72,6 +72,9 @@ pub struct ElfFile {
     pub symbols: Vec<Symbol>,
     /// The largest size in `symbols`.
     pub max_symbol_size: u64,
+    /// Function symbols with a size, by address (for naming code where
+    /// there is no debug information).
+    pub functions: Vec<Symbol>,
     /// Whether `symbols` came from a separate debug file.
     pub debug_file: Option<PathBuf>,
 }
@@ -180,6 +183,7 @@ impl ElfFile {
         }
         out.sections.sort_by_key(|s| (s.vaddr, s.size));
         out.symbols = data_symbols(&parsed);
+        out.functions = symbols_of(&parsed, |k| k == SymbolKind::Text);
         if let (Some(root), Some(id)) = (debug_root, out.build_id.as_deref()) {
             if let Some(debug) = debug_file_path(root, id).filter(|p| p.is_file()) {
                 if let Ok(more) = debug_symbols(&debug, id) {
@@ -220,6 +224,18 @@ impl ElfFile {
         self.segments
             .iter()
             .any(|s| s.vaddr <= vaddr && vaddr < s.vaddr + s.memsz)
+    }
+
+    /// The function symbol whose bytes hold `vaddr` (by its size: a
+    /// stripped file's nearest symbol before an address is often not its
+    /// function, and is not guessed at).
+    pub fn function_at(&self, vaddr: u64) -> Option<&Symbol> {
+        let i = self.functions.partition_point(|s| s.vaddr <= vaddr);
+        self.functions[..i]
+            .iter()
+            .rev()
+            .take(8)
+            .find(|s| s.vaddr <= vaddr && vaddr < s.vaddr + s.size)
     }
 
     /// The allocated section holding `vaddr`, the innermost if they nest.
@@ -298,8 +314,9 @@ impl CodeFile {
         Ok(Self { loader })
     }
 
-    /// The function and line of the file address `vaddr`: the innermost
-    /// (inlined) frame, as the source has it.
+    /// The function and line of the file address `vaddr` from the debug
+    /// information: the innermost (inlined) frame, as the source has it;
+    /// nothing where there is none (see [`ElfFile::function_at`]).
     pub fn locate(&self, vaddr: u64) -> CodeLocation {
         let mut out = CodeLocation::default();
         if let Ok(mut frames) = self.loader.find_frames(vaddr) {
@@ -313,12 +330,6 @@ impl CodeFile {
                     out.line = loc.line;
                 }
             }
-        }
-        if out.function.is_none() {
-            out.function = self
-                .loader
-                .find_symbol(vaddr)
-                .map(|n| addr2line::demangle_auto(n.into(), None).into_owned());
         }
         out
     }
@@ -342,13 +353,22 @@ fn debug_symbols(path: &Path, build_id: &str) -> Result<Vec<Symbol>, Error> {
 /// Defined data and TLS symbols with a size, from the static symbol table
 /// and the dynamic one, sorted by address, one per address.
 fn data_symbols<'a, R: object::ReadRef<'a>>(file: &object::File<'a, R>) -> Vec<Symbol> {
+    symbols_of(file, |k| k == SymbolKind::Data || k == SymbolKind::Tls)
+}
+
+/// Defined symbols of the kinds `keep` takes, with a size and a name, from
+/// both symbol tables, sorted by address, one per address (demangled where
+/// they are mangled).
+fn symbols_of<'a, R: object::ReadRef<'a>>(
+    file: &object::File<'a, R>,
+    keep: impl Fn(SymbolKind) -> bool,
+) -> Vec<Symbol> {
     let mut out = Vec::new();
     for sym in file.symbols().chain(file.dynamic_symbols()) {
         if out.len() >= MAX_SYMBOLS {
             break;
         }
-        let tls = sym.kind() == SymbolKind::Tls;
-        if !(sym.kind() == SymbolKind::Data || tls) || !sym.is_definition() || sym.size() == 0 {
+        if !keep(sym.kind()) || !sym.is_definition() || sym.size() == 0 {
             continue;
         }
         let Ok(name) = sym.name() else { continue };
@@ -356,10 +376,10 @@ fn data_symbols<'a, R: object::ReadRef<'a>>(file: &object::File<'a, R>) -> Vec<S
             continue;
         }
         out.push(Symbol {
-            name: name.to_string(),
+            name: addr2line::demangle_auto(name.into(), None).into_owned(),
             vaddr: sym.address(),
             size: sym.size(),
-            tls,
+            tls: sym.kind() == SymbolKind::Tls,
         });
     }
     out.sort_by(|a, b| (a.vaddr, &a.name).cmp(&(b.vaddr, &b.name)));

@@ -212,48 +212,80 @@ impl Symbolizer {
 
     /// The site of a call stack (return addresses, innermost first) under
     /// `maps`: the first frame outside the allocator, `function
-    /// (file:line)`.
-    pub fn site(&mut self, stack: &[u64], maps: &[TextMapping]) -> String {
-        let mut first: Option<String> = None;
+    /// (file:line)`, and where its return address is in its file (what a
+    /// later run's preloaded library matches a hint on).
+    pub fn site(&mut self, stack: &[u64], maps: &[TextMapping]) -> (String, Option<SiteKey>) {
+        let mut first: Option<(String, Option<SiteKey>)> = None;
         for &ret in stack {
             let pc = ret.saturating_sub(1);
             let i = maps.partition_point(|m| m.end <= pc);
             let Some(m) = maps.get(i).filter(|m| m.start <= pc) else {
                 continue;
             };
-            let name = match self.file(&m.path) {
-                Some((elf, code)) => {
-                    let v = elf.vaddr_of_offset(m.offset).map(|v| v + (pc - m.start));
-                    v.map(|v| code.locate(v))
-                        .filter(|l| l.function.is_some())
-                        .map(|l| (l.function.clone().unwrap_or_default(), l.to_string()))
-                }
-                None => None,
-            };
             let base = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
-            let (func, text) = name.unwrap_or_else(|| {
-                (
+            let (func, text, key) = match self.file(&m.path) {
+                Some((elf, code)) => {
+                    let v = elf.vaddr_of_offset(m.offset);
+                    let key = v.map(|v| SiteKey {
+                        build_id: elf.build_id.clone(),
+                        file: base.clone(),
+                        vaddr: v + (ret - m.start),
+                    });
+                    let loc = v.map(|v| v + (pc - m.start)).and_then(|at| {
+                        let mut l = code.locate(at);
+                        if l.function.is_none() {
+                            l.function = elf.function_at(at).map(|f| f.name.clone());
+                        }
+                        l.function.is_some().then_some(l)
+                    });
+                    match loc {
+                        Some(l) => (l.function.clone().unwrap_or_default(), l.to_string(), key),
+                        None => (
+                            String::new(),
+                            format!("{base}+{:#x}", pc - m.start + m.offset),
+                            key,
+                        ),
+                    }
+                }
+                None => (
                     String::new(),
                     format!("{base}+{:#x}", pc - m.start + m.offset),
-                )
-            });
+                    None,
+                ),
+            };
             if first.is_none() {
-                first = Some(text.clone());
+                first = Some((text.clone(), key.clone()));
             }
             if allocator_module(&m.path) || allocator_function(&func) {
                 continue;
             }
-            return text;
+            return (text, key);
         }
-        first.unwrap_or_else(|| "[unknown site]".to_string())
+        first.unwrap_or_else(|| ("[unknown site]".to_string(), None))
     }
 }
+
+/// Where a site's return address is in its file: the ELF virtual address
+/// (a later run finds it at the file's load bias plus this).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SiteKey {
+    pub build_id: Option<String>,
+    /// The file's name.
+    pub file: String,
+    pub vaddr: u64,
+}
+
+/// At most this many return addresses kept per site (one site may be
+/// reached from several inlined copies).
+const MAX_SITE_KEYS: usize = 16;
 
 /// What the side files of a record hold, per target, with the sites'
 /// names to be made objects by the namer.
 pub(crate) struct Loaded {
     pub targets: HashMap<u32, TargetAllocs>,
     pub sites: Vec<String>,
+    /// Per site, where its return addresses are.
+    pub site_keys: Vec<Vec<SiteKey>>,
     pub notes: Vec<String>,
     pub files: usize,
 }
@@ -270,6 +302,7 @@ pub(crate) fn load(
     let mut out = Loaded {
         targets: HashMap::new(),
         sites: Vec::new(),
+        site_keys: Vec::new(),
         notes: Vec::new(),
         files: 0,
     };
@@ -329,12 +362,19 @@ pub(crate) fn load(
                         .rposition(|m| m.time_ns <= a.time_ns)
                         .or(maps.len().checked_sub(1))
                         .map_or(&[][..], |i| maps[i].as_slice());
-                    let name = sym.site(stack, m);
+                    let (name, key) = sym.site(stack, m);
                     let next = site_ids.len() as u32;
                     let id = *site_ids.entry(name.clone()).or_insert_with(|| {
                         out.sites.push(name);
+                        out.site_keys.push(Vec::new());
                         next
                     });
+                    let keys = &mut out.site_keys[id as usize];
+                    if let Some(k) = key {
+                        if !keys.contains(&k) && keys.len() < MAX_SITE_KEYS {
+                            keys.push(k);
+                        }
+                    }
                     stack_sites.insert(a.stack, id);
                     id
                 }
@@ -427,8 +467,11 @@ mod tests {
         // Frames in no known mapping are skipped; with none known, the
         // site says so.
         let mut s = Symbolizer::new(Path::new("/"), HashMap::new());
-        assert_eq!(s.site(&[0x1234], &[]), "[unknown site]");
+        assert_eq!(s.site(&[0x1234], &[]).0, "[unknown site]");
         let maps = parse_maps("00400000-00401000 r-xp 00001000 08:01 5 /nonexistent/prog\n");
-        assert_eq!(s.site(&[0x400010], &maps), "prog+0x100f");
+        assert_eq!(
+            s.site(&[0x400010], &maps),
+            ("prog+0x100f".to_string(), None)
+        );
     }
 }

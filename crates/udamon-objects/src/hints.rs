@@ -70,6 +70,11 @@ pub struct Hint {
     pub symbol_vaddr: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symbol_size: Option<u64>,
+    /// An allocation site's return addresses in their files:
+    /// `[build-id or "-", file name, "0xvaddr"]` (a later run's allocation
+    /// from there is hinted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<(String, String, String)>,
     pub action: HintAction,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<u32>,
@@ -152,6 +157,22 @@ pub fn choose(report: &ObjectsReport, namer: &mut Namer, opts: &HintsOptions) ->
         };
         let mut ranges = Vec::new();
         let mut want = bytes;
+        let sites = namer
+            .id_of(&key)
+            .map(|id| {
+                namer
+                    .site_keys(id)
+                    .iter()
+                    .map(|k| {
+                        (
+                            k.build_id.clone().unwrap_or_else(|| "-".into()),
+                            k.file.clone(),
+                            format!("{:#x}", k.vaddr),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         if let Some(id) = namer.id_of(&key) {
             for t in targets {
                 for (a, b) in namer.ranges_of(t, id) {
@@ -179,6 +200,7 @@ pub fn choose(report: &ObjectsReport, namer: &mut Namer, opts: &HintsOptions) ->
             build_id: sym.as_ref().map(|s| s.2.clone()),
             symbol_vaddr: sym.as_ref().map(|s| format!("{:#x}", s.0)),
             symbol_size: sym.as_ref().map(|s| s.1.min(bytes)),
+            sites,
             action: opts.action,
             node: opts.node.filter(|_| opts.action == HintAction::Node),
             ranges,
@@ -233,8 +255,53 @@ impl Hints {
                     return Err(bad(&format!("symbol_vaddr {v} is not a hex address")));
                 }
             }
+            for (id, file, v) in &hint.sites {
+                let id_ok =
+                    id == "-" || (!id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()));
+                let file_ok =
+                    !file.is_empty() && !file.contains(char::is_whitespace) && !file.contains('/');
+                if !id_ok || !file_ok || hex(v).is_none() {
+                    return Err(bad(&format!(
+                        "site [{id}, {file}, {v}] is not [build-id or \"-\", file name, \"0xaddress\"]"
+                    )));
+                }
+            }
         }
         Ok(h)
+    }
+
+    /// The hints the preloaded library can apply, in its own format
+    /// (`udamon-hints 1`, one `site` or `symbol` line each; see
+    /// `udamon_preload`), and the objects it cannot (named by their
+    /// mapping: they have no site or symbol a new run can find).
+    pub fn to_library(&self) -> (String, Vec<String>) {
+        let mut text = String::from("udamon-hints 1\n");
+        let mut skipped = Vec::new();
+        for h in &self.hints {
+            let action = match (h.action, h.node) {
+                (HintAction::Mlock, _) => "mlock".to_string(),
+                (HintAction::Node, Some(n)) => format!("node={n}"),
+                (HintAction::Node, None) => {
+                    skipped.push(h.object.clone());
+                    continue;
+                }
+            };
+            let file = h.file.rsplit('/').next().unwrap_or(&h.file);
+            let mut any = false;
+            if let (Some(v), Some(size)) = (&h.symbol_vaddr, h.symbol_size) {
+                let id = h.build_id.as_deref().unwrap_or("-");
+                text.push_str(&format!("symbol {id} {file} {v} {size} {action}\n"));
+                any = true;
+            }
+            for (id, file, v) in &h.sites {
+                text.push_str(&format!("site {id} {file} {v} {action}\n"));
+                any = true;
+            }
+            if !any {
+                skipped.push(h.object.clone());
+            }
+        }
+        (text, skipped)
     }
 
     /// The `mlock` hints as DAMOS schemes over the recorded addresses: one

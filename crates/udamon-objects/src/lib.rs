@@ -6,7 +6,7 @@
 //! Depends on core, record (the `maps` entries), report (selections and
 //! the target table) and elf (reading the files a record names).
 
-mod allocs;
+pub mod allocs;
 pub mod hints;
 pub mod namer;
 pub mod report;

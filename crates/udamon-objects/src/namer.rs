@@ -122,6 +122,7 @@ pub struct Namer {
     /// Sampled allocations per target, and each site's object.
     allocs: HashMap<u32, crate::allocs::TargetAllocs>,
     site_objs: Vec<ObjId>,
+    site_keys: HashMap<ObjId, Vec<crate::allocs::SiteKey>>,
 }
 
 /// The last path component, for short names.
@@ -179,6 +180,11 @@ impl Namer {
             }
         }
         out
+    }
+
+    /// Where an allocation site's return addresses are in their files.
+    pub fn site_keys(&self, obj: ObjId) -> &[crate::allocs::SiteKey] {
+        self.site_keys.get(&obj).map_or(&[], |k| k.as_slice())
     }
 
     /// The targets with mappings.
@@ -368,6 +374,12 @@ impl Namer {
                     file: String::new(),
                 })
             })
+            .collect();
+        self.site_keys = self
+            .site_objs
+            .iter()
+            .copied()
+            .zip(loaded.site_keys)
             .collect();
         self.allocs = loaded.targets;
         self.notes.extend(loaded.notes);

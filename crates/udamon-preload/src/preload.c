@@ -23,6 +23,18 @@
  *    through, and errno is preserved;
  *  - any failure (cannot create the file, a write fails) turns sampling off
  *    for the process with one line on stderr; the program runs on.
+ *
+ * Placement hints (UDAMON_HINTS, a text file udamon writes; the grammar is
+ * in src/lib.rs, `write_hints`): "symbol" hints mlock or mbind a global's
+ * pages when its module is loaded; "site" hints do so for the whole pages
+ * inside allocations of at least UDAMON_HINT_MIN bytes whose call stack (the
+ * first 16 frames) passes through a given return address of a given module.
+ * They work with or without sampling. Modules loaded by dlopen are noticed
+ * lazily: every hinted-size allocation compares dl_iterate_phdr's load and
+ * unload counts with the last ones seen (dlopen is not interposed: glibc's
+ * dlopen finds its caller's RUNPATH and namespace by its return address,
+ * which would then be ours). The fast path is unchanged: the hint path is
+ * entered through the same size threshold as sampling.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -54,15 +66,19 @@
 
 /* ---- side file format (see src/reader.rs) ---- */
 #define MAGIC "UDAMONAS"
-#define VERSION 1u
+#define VERSION 2u
 #define HEADER_LEN 40u
 #define REC_HDR 8u
-enum { REC_ALLOC = 1, REC_FREE = 2, REC_STACK = 3, REC_MAPS = 4, REC_COUNTERS = 5, REC_END = 6 };
+enum { REC_ALLOC = 1, REC_FREE = 2, REC_STACK = 3, REC_MAPS = 4, REC_COUNTERS = 5, REC_END = 6,
+       REC_HINTS = 7 };
 #define FLAG_REALLOC 1u
 #define ALLOC_LEN 40u
 #define FREE_LEN 16u
 #define COUNTERS_LEN 32u
 #define END_LEN 8u
+#define HINTS_LEN 96u
+#define HINTS_REFUSED 1u /* the hints file was unreadable or malformed: no hints */
+#define HINTS_CUT 2u     /* it had more than HINTS_MAX hints: the first ones apply */
 
 /* ---- sizes ---- */
 #define MAX_DEPTH 32
@@ -74,6 +90,17 @@ enum { REC_ALLOC = 1, REC_FREE = 2, REC_STACK = 3, REC_MAPS = 4, REC_COUNTERS = 
 #define FLUSH_NS 100000000ull       /* flush at most this long after new data */
 #define MAPS_MAX (64u << 20)
 #define MAX_SUFFIX 64               /* OUT.PID.1 .. : the same pid after exec */
+
+#define HINTS_MAX 4096u
+#define HINT_DEPTH 16               /* frames a site hint is looked for in */
+#define BUILD_ID_MAX 64
+#define NAME_LEN 256                /* a file basename and its NUL */
+#define MODS_MAX 4096u              /* loaded modules tracked */
+#define VCACHE_BITS 16              /* verdicts by return address: 512 KiB */
+#define VCACHE_PROBES 8
+#define HINT_LINE_MAX 1024
+#define NODE_MAX 1023
+#define DEFAULT_HINT_MIN 4096ull
 
 #define DEFAULT_THRESHOLD 65536ull
 #define DEFAULT_INTERVAL 524288ull
@@ -162,9 +189,15 @@ static TLS struct thread_state ts;
 
 /* ---- process state ---- */
 enum { UNDECIDED, ENABLED, DISABLED };
-static atomic_int g_state;                            /* UNDECIDED until the constructor */
-static _Atomic uint64_t g_threshold = UINT64_MAX;     /* read on the fast path */
+static atomic_int g_state;                            /* sampling: UNDECIDED until the constructor */
+/* Read on the fast path: allocations of at least this many bytes take the
+ * slow path, the lesser of the sampling threshold and the hints' minimum. */
+static _Atomic uint64_t g_threshold = UINT64_MAX;
+static uint64_t g_sample_thr = UINT64_MAX; /* allocations this big are all sampled */
 static uint64_t g_interval;
+/* Allocations of at least this many bytes are checked against the hints
+ * (UINT64_MAX: no hints). Set before g_state, read after it. */
+static uint64_t g_hint_min = UINT64_MAX;
 /* Counting filter of the live sampled addresses, read without the lock on
  * every free: a zero counter proves the address is not sampled. An address
  * is inserted before malloc returns it and removed before it is really
@@ -200,6 +233,7 @@ static struct {
     uint32_t nlive;
     uint64_t live_full, stacks_full, maps_truncated;
     int counters_dirty;
+    uint64_t hint_events; /* H.events when the last hints record was made */
     char *scratch;      /* /proc/self/maps text */
     size_t scratch_cap;
     char base[PATH_MAX];
@@ -258,7 +292,7 @@ static size_t cat_u64(char *dst, size_t at, size_t cap, uint64_t v)
 }
 
 /* One line on stderr; called with the guard set (strerror may allocate). */
-static void complain(const char *what, const char *path, int err)
+static void say(const char *what, const char *path, int err, const char *tail)
 {
     char line[PATH_MAX + 256];
     size_t n = cat(line, 0, sizeof line, "udamon-preload: ");
@@ -271,9 +305,16 @@ static void complain(const char *what, const char *path, int err)
         n = cat(line, n, sizeof line, ": ");
         n = cat(line, n, sizeof line, strerror(err));
     }
-    n = cat(line, n, sizeof line, "; allocation sampling is off\n");
+    n = cat(line, n, sizeof line, tail);
+    if (n + 1 < sizeof line)
+        line[n++] = '\n';
     ssize_t r = write(2, line, n);
     (void)r;
+}
+
+static void complain(const char *what, const char *path, int err)
+{
+    say(what, path, err, "; allocation sampling is off");
 }
 
 static int write_all(int fd, const void *data, size_t n)
@@ -295,7 +336,7 @@ static int write_all(int fd, const void *data, size_t n)
 static void disable_locked(void)
 {
     atomic_store(&g_state, DISABLED);
-    atomic_store_explicit(&g_threshold, UINT64_MAX, memory_order_relaxed);
+    atomic_store_explicit(&g_threshold, g_hint_min, memory_order_relaxed);
     if (S.fd >= 0)
         close(S.fd);
     S.fd = -1;

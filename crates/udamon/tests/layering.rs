@@ -88,6 +88,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "udamon-tune",
             "udamon-session",
             "udamon-service",
+            "udamon-preload",
         ],
     ),
     (
