@@ -109,7 +109,7 @@ pub fn bench(quick: bool, sink: &mut dyn Sink) -> Result<Option<AllocsBench>> {
         let mut c = sqlite();
         c.envs(udamon_preload::env(
             &lib,
-            &out,
+            Some(&out),
             &udamon_preload::Options::default(),
         ));
         ours.push(timed(c, "sqlite3 with the sampler")?);

@@ -346,6 +346,12 @@ pub struct RecordArgs {
     /// by the allocation site that made it (docs/objects.md)
     #[arg(long, requires = "command")]
     pub alloc_sites: bool,
+    /// With `-- CMD`: apply these placement hints (`udamon hints`) in the
+    /// command as it runs, through the library udamon preloads into it:
+    /// hinted globals and the allocations of hinted sites are locked in
+    /// memory or placed on their node (docs/objects.md)
+    #[arg(long, value_name = "HINTS.toml", requires = "command")]
+    pub hints: Option<PathBuf>,
     /// With --alloc-sites: every allocation of at least SIZE is recorded
     #[arg(
         long,
@@ -385,6 +391,7 @@ impl RecordArgs {
             options: udamon_preload::Options {
                 threshold: size("alloc-threshold", &self.alloc_threshold)?.max(1),
                 sample_interval: size("alloc-sample", &self.alloc_sample)?,
+                ..udamon_preload::Options::default()
             },
         }))
     }

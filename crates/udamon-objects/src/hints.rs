@@ -270,38 +270,49 @@ impl Hints {
         Ok(h)
     }
 
-    /// The hints the preloaded library can apply, in its own format
-    /// (`udamon-hints 1`, one `site` or `symbol` line each; see
-    /// `udamon_preload`), and the objects it cannot (named by their
-    /// mapping: they have no site or symbol a new run can find).
-    pub fn to_library(&self) -> (String, Vec<String>) {
-        let mut text = String::from("udamon-hints 1\n");
+    /// The hints the preloaded library can apply (one line per symbol
+    /// and per site return address; see `udamon_preload`), and the
+    /// objects it cannot (named by their mapping: they have no site or
+    /// symbol a new run can find).
+    pub fn to_library(&self) -> (Vec<udamon_preload::HintLine>, Vec<String>) {
+        use udamon_preload::{HintAction as A, HintLine, HintTarget};
+        let mut lines = Vec::new();
         let mut skipped = Vec::new();
         for h in &self.hints {
             let action = match (h.action, h.node) {
-                (HintAction::Mlock, _) => "mlock".to_string(),
-                (HintAction::Node, Some(n)) => format!("node={n}"),
+                (HintAction::Mlock, _) => A::Mlock,
+                (HintAction::Node, Some(n)) => A::Node(n),
                 (HintAction::Node, None) => {
                     skipped.push(h.object.clone());
                     continue;
                 }
             };
-            let file = h.file.rsplit('/').next().unwrap_or(&h.file);
-            let mut any = false;
-            if let (Some(v), Some(size)) = (&h.symbol_vaddr, h.symbol_size) {
-                let id = h.build_id.as_deref().unwrap_or("-");
-                text.push_str(&format!("symbol {id} {file} {v} {size} {action}\n"));
-                any = true;
+            let before = lines.len();
+            let file = h.file.rsplit('/').next().unwrap_or(&h.file).to_string();
+            if let (Some(v), Some(size)) = (h.symbol_vaddr.as_deref().and_then(hex), h.symbol_size)
+            {
+                lines.push(HintLine {
+                    build_id: h.build_id.clone(),
+                    file,
+                    target: HintTarget::Symbol { vaddr: v, size },
+                    action,
+                });
             }
             for (id, file, v) in &h.sites {
-                text.push_str(&format!("site {id} {file} {v} {action}\n"));
-                any = true;
+                if let Some(vaddr) = hex(v) {
+                    lines.push(HintLine {
+                        build_id: (id != "-").then(|| id.clone()),
+                        file: file.clone(),
+                        target: HintTarget::Site { vaddr },
+                        action,
+                    });
+                }
             }
-            if !any {
+            if lines.len() == before {
                 skipped.push(h.object.clone());
             }
         }
-        (text, skipped)
+        (lines, skipped)
     }
 
     /// The `mlock` hints as DAMOS schemes over the recorded addresses: one
@@ -327,5 +338,76 @@ impl Hints {
         let mut s = Damos::new(Default::default(), Action::Mlock);
         s.filters = filters;
         vec![s]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint(kind: Kind) -> Hint {
+        Hint {
+            object: "x".into(),
+            kind,
+            file: "/usr/bin/prog".into(),
+            build_id: Some("ab12".into()),
+            symbol_vaddr: None,
+            symbol_size: None,
+            sites: Vec::new(),
+            action: HintAction::Mlock,
+            node: None,
+            ranges: Vec::new(),
+            part: false,
+            bytes: 4096,
+            access_frequency: 0.5,
+            access_share: 0.5,
+        }
+    }
+
+    #[test]
+    fn symbols_and_sites_become_library_lines_and_mappings_do_not() {
+        let mut sym = hint(Kind::Symbol);
+        sym.symbol_vaddr = Some("0x4010".into());
+        sym.symbol_size = Some(64);
+        let mut site = hint(Kind::AllocSite);
+        site.sites = vec![
+            ("-".into(), "prog".into(), "0x1234".into()),
+            ("cd34".into(), "libfoo.so".into(), "0x99".into()),
+        ];
+        site.action = HintAction::Node;
+        site.node = Some(1);
+        let mut heap = hint(Kind::Anon);
+        heap.object = "[heap]".into();
+        let h = Hints {
+            hints: vec![sym, site, heap],
+        };
+        let (lines, skipped) = h.to_library();
+        assert_eq!(skipped, ["[heap]"]);
+        let text: Vec<String> = lines.iter().map(|l| l.to_line().unwrap()).collect();
+        assert_eq!(
+            text,
+            [
+                "symbol ab12 prog 4010 64 mlock",
+                "site - prog 1234 node=1",
+                "site cd34 libfoo.so 99 node=1"
+            ]
+        );
+        // Written and read back as TOML, they are the same hints.
+        let again = Hints::parse(&h.to_toml("a comment\non two lines")).unwrap();
+        assert_eq!(again, h);
+    }
+
+    #[test]
+    fn a_hints_file_with_bad_values_is_refused_naming_the_hint() {
+        let bad = [
+            ("[[hint]]\nobject = \"a\"\nkind = \"symbol\"\naction = \"node\"\n", "needs node = N"),
+            ("[[hint]]\nobject = \"a\"\nkind = \"object\"\naction = \"mlock\"\nranges = [[0, \"0x20\", \"0x10\"]]\n", "range 0x20..0x10"),
+            ("[[hint]]\nobject = \"a\"\nkind = \"symbol\"\naction = \"mlock\"\nsymbol_vaddr = \"zz\"\n", "symbol_vaddr zz"),
+            ("[[hint]]\nobject = \"a\"\nkind = \"symbol\"\naction = \"mlock\"\nsurprise = 1\n", "not a hints file"),
+        ];
+        for (text, want) in bad {
+            let e = Hints::parse(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
     }
 }

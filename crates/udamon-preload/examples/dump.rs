@@ -8,8 +8,9 @@ fn main() {
             Ok(s) => {
                 let weight: u64 = s.allocations.iter().map(|a| a.weight).sum();
                 println!(
-                    "{}: pid {}, {} allocations ({} bytes estimated), {} frees, {} stacks, {} maps, {:?}, complete {}, truncated {:?}",
+                    "{}: version {}, pid {}, {} allocations ({} bytes estimated), {} frees, {} stacks, {} maps, {:?}, hints {:?}, complete {}, truncated {:?}",
                     path.to_string_lossy(),
+                    s.version,
                     s.pid,
                     s.allocations.len(),
                     weight,
@@ -17,6 +18,7 @@ fn main() {
                     s.stacks.len(),
                     s.maps.len(),
                     s.counters,
+                    s.hints,
                     s.complete,
                     s.truncated
                 );

@@ -1,6 +1,6 @@
 //! The side file the preload library writes, and its reader.
 //!
-//! # Format (version 1)
+//! # Format (version 2; version 1 is read too)
 //!
 //! One file per process: `$UDAMON_ALLOC_OUT.PID` (`.PID.N`, N = 1, 2, ...,
 //! when a program that ran before an exec in the same pid made the first).
@@ -11,7 +11,7 @@
 //! | offset | type | field |
 //! |---|---|---|
 //! | 0 | `[u8; 8]` | magic `UDAMONAS` |
-//! | 8 | u32 | version, 1 |
+//! | 8 | u32 | version: 2 (1 from an older library: no hints record) |
 //! | 12 | u32 | header length, 40 |
 //! | 16 | u32 | pid |
 //! | 20 | u32 | reserved, 0 |
@@ -29,6 +29,7 @@
 //! | 4 | maps | 8 + n | time u64, n bytes of `/proc/self/maps` text |
 //! | 5 | counters | 32 | time u64, live-set full u64, stack-table full u64, maps truncated u64 |
 //! | 6 | end | 8 | time u64 |
+//! | 7 | hints | 96 | time u64, hints u32, state u32, then u64 each: allocations matched, matched with no whole page, symbols met, mlock calls ok, bytes locked, mbind calls ok, bytes bound, mlock failures, mbind failures; then u32 each: last mlock errno, last mbind errno (version 2 only) |
 //!
 //! Times are `CLOCK_MONOTONIC` nanoseconds. Flag bit 0 of an alloc or a free
 //! marks a `realloc`: a realloc of a sampled object is a free of the old
@@ -57,6 +58,21 @@
 //! - **end**: the process exited through `exit()`. A file whose last record
 //!   is not `end` belongs to a process that was killed, called `_exit`, or
 //!   exec'd (up to 100 ms of records then lost).
+//! - **hints**: what the placement hints (`UDAMON_HINTS`, see the crate doc)
+//!   did in this process so far; written only when hints were asked for:
+//!   after the first maps, when the numbers changed (at most every 100 ms,
+//!   with other records), and at exit. The last one holds the totals.
+//!   `hints`: the hint lines read (at most 4096). `state`: bit 0, the hints
+//!   file was refused (unreadable or malformed: no hints); bit 1, it had more
+//!   than 4096 hints (the first ones apply). `allocations matched`: blocks a
+//!   site hint matched, of which `no whole page` had no page wholly inside
+//!   them (nothing done). `symbols met`: symbol hints applied to a loaded
+//!   module (once per load). Calls and bytes count successful `mlock2` and
+//!   `mbind` calls (the same pages twice count twice); a failure keeps its
+//!   errno (`EPERM`/`ENOMEM`: `RLIMIT_MEMLOCK` without `CAP_IPC_LOCK`;
+//!   `EINVAL` from `mbind`: no such node; `EFAULT`: a symbol outside its
+//!   module's segments, not called); errno 0 when there was none. In a fork
+//!   child the numbers start again at 0.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -67,8 +83,11 @@ use crate::Error;
 
 /// The first 8 bytes of a side file.
 pub const MAGIC: &[u8; 8] = b"UDAMONAS";
-/// The format version this reader reads.
-pub const VERSION: u32 = 1;
+/// The format version the library writes; this reader reads it and
+/// [`MIN_VERSION`].
+pub const VERSION: u32 = 2;
+/// The oldest version this reader reads.
+pub const MIN_VERSION: u32 = 1;
 const HEADER_LEN: u32 = 40;
 
 const KIND_ALLOC: u16 = 1;
@@ -77,6 +96,8 @@ const KIND_STACK: u16 = 3;
 const KIND_MAPS: u16 = 4;
 const KIND_COUNTERS: u16 = 5;
 const KIND_END: u16 = 6;
+const KIND_HINTS: u16 = 7;
+const HINTS_LEN: u32 = 96;
 const FLAG_REALLOC: u16 = 1;
 
 // Caps, so that a hostile file cannot make the reader allocate without bound.
@@ -91,6 +112,8 @@ const MAX_FREES: usize = 1 << 27;
 /// One process's side file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SideFile {
+    /// The format version (1 or 2).
+    pub version: u32,
     pub pid: u32,
     pub threshold: u64,
     pub sample_interval: u64,
@@ -101,6 +124,9 @@ pub struct SideFile {
     pub maps: Vec<Maps>,
     /// The last counters record's values (zero if there was none).
     pub counters: Counters,
+    /// The last hints record's values: `None` if there was none (no hints
+    /// were asked for, or a version 1 file).
+    pub hints: Option<HintCounters>,
     /// The last record is an end record: the process exited normally.
     pub complete: bool,
     /// The offset of an incomplete last record (the writer was killed
@@ -153,6 +179,36 @@ pub struct Counters {
     pub maps_truncated: u64,
 }
 
+/// What the placement hints did in a process (see the module doc).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HintCounters {
+    pub time_ns: u64,
+    /// Hint lines read from the hints file (at most 4096).
+    pub hints: u32,
+    /// The hints file was refused (unreadable or malformed): no hints.
+    pub refused: bool,
+    /// The hints file had more than 4096 hints: the first ones applied.
+    pub cut: bool,
+    /// Allocations a site hint matched.
+    pub matched: u64,
+    /// Of those, the ones with no page wholly inside them.
+    pub matched_no_page: u64,
+    /// Symbol hints applied to a loaded module.
+    pub symbols: u64,
+    /// Successful `mlock2` calls and the bytes they covered.
+    pub locks: u64,
+    pub locked_bytes: u64,
+    /// Successful `mbind` calls and the bytes they covered.
+    pub binds: u64,
+    pub bound_bytes: u64,
+    pub lock_failures: u64,
+    pub bind_failures: u64,
+    /// The errno of the last failed `mlock2` (0: none).
+    pub lock_errno: u32,
+    /// The errno of the last failed `mbind` (0: none).
+    pub bind_errno: u32,
+}
+
 /// Reads the side file at `path`.
 pub fn read(path: impl AsRef<Path>) -> Result<SideFile, Error> {
     let path = path.as_ref();
@@ -167,6 +223,7 @@ pub fn read(path: impl AsRef<Path>) -> Result<SideFile, Error> {
 pub fn parse(mut input: impl Read, name: &Path) -> Result<SideFile, Error> {
     let mut p = Parser {
         name,
+        version: VERSION,
         offset: 0,
         maps_bytes: 0,
     };
@@ -179,17 +236,19 @@ pub fn parse(mut input: impl Read, name: &Path) -> Result<SideFile, Error> {
         return Err(p.bad(got as u64, "the file header is cut short"));
     }
     let version = u32_at(&header, 8);
-    if version != VERSION {
+    if !(MIN_VERSION..=VERSION).contains(&version) {
         return Err(p.bad(
             8,
-            format!("unsupported version {version} (this reader reads {VERSION})"),
+            format!("unsupported version {version} (this reader reads {MIN_VERSION} to {VERSION})"),
         ));
     }
+    p.version = version;
     let header_len = u32_at(&header, 12);
     if header_len != HEADER_LEN {
         return Err(p.bad(12, format!("header length {header_len}, not {HEADER_LEN}")));
     }
     let mut side = SideFile {
+        version,
         pid: u32_at(&header, 16),
         threshold: u64_at(&header, 24),
         sample_interval: u64_at(&header, 32),
@@ -231,6 +290,7 @@ pub fn parse(mut input: impl Read, name: &Path) -> Result<SideFile, Error> {
 
 struct Parser<'a> {
     name: &'a Path,
+    version: u32,
     offset: u64,
     maps_bytes: u64,
 }
@@ -274,6 +334,7 @@ impl Parser<'_> {
             KIND_MAPS => (8..=8 + MAX_MAPS_LEN).contains(&len),
             KIND_COUNTERS => len == 32,
             KIND_END => len == 8,
+            KIND_HINTS if self.version >= 2 => len == HINTS_LEN,
             _ => return Err(self.bad(at, format!("unknown record kind {kind}"))),
         };
         if !ok_len {
@@ -369,6 +430,29 @@ impl Parser<'_> {
                     maps_truncated: u64_at(b, 24),
                 };
             }
+            KIND_HINTS => {
+                let state = u32_at(b, 12);
+                if state & !3 != 0 {
+                    return Err(self.bad(at, format!("hints record with unknown state {state:#x}")));
+                }
+                side.hints = Some(HintCounters {
+                    time_ns: u64_at(b, 0),
+                    hints: u32_at(b, 8),
+                    refused: state & 1 != 0,
+                    cut: state & 2 != 0,
+                    matched: u64_at(b, 16),
+                    matched_no_page: u64_at(b, 24),
+                    symbols: u64_at(b, 32),
+                    locks: u64_at(b, 40),
+                    locked_bytes: u64_at(b, 48),
+                    binds: u64_at(b, 56),
+                    bound_bytes: u64_at(b, 64),
+                    lock_failures: u64_at(b, 72),
+                    bind_failures: u64_at(b, 80),
+                    lock_errno: u32_at(b, 88),
+                    bind_errno: u32_at(b, 92),
+                });
+            }
             _ => {} // KIND_END: `complete` is set by the caller
         }
         Ok(())
@@ -432,8 +516,12 @@ mod tests {
     use super::*;
 
     fn header() -> Vec<u8> {
+        header_of(VERSION)
+    }
+
+    fn header_of(version: u32) -> Vec<u8> {
         let mut v = MAGIC.to_vec();
-        for x in [VERSION, HEADER_LEN, 4242, 0] {
+        for x in [version, HEADER_LEN, 4242, 0] {
             v.extend(x.to_le_bytes());
         }
         v.extend(65536u64.to_le_bytes());
@@ -533,6 +621,88 @@ mod tests {
         record(&mut w, KIND_FREE, 0, &[15, 0x2000], b"");
         let s = parse_bytes(&w).unwrap();
         assert!(!s.complete && s.frees.len() == 2);
+    }
+
+    fn hints_payload(state: u32) -> Vec<u8> {
+        let mut tail = Vec::new();
+        tail.extend(7u32.to_le_bytes()); // hints
+        tail.extend(state.to_le_bytes());
+        for x in [2u64, 1, 3, 4, 5 << 20, 0, 0, 1, 2] {
+            tail.extend(x.to_le_bytes());
+        }
+        tail.extend(1u32.to_le_bytes()); // EPERM
+        tail.extend(22u32.to_le_bytes()); // EINVAL
+        tail
+    }
+
+    #[test]
+    fn reads_the_hints_record_of_version_2() {
+        let mut v = header();
+        record(&mut v, KIND_HINTS, 0, &[20], &hints_payload(0));
+        record(&mut v, KIND_HINTS, 0, &[30], &hints_payload(2));
+        record(&mut v, KIND_END, 0, &[31], b"");
+        let s = parse_bytes(&v).unwrap();
+        assert_eq!(s.version, 2);
+        assert_eq!(
+            s.hints,
+            Some(HintCounters {
+                time_ns: 30,
+                hints: 7,
+                refused: false,
+                cut: true,
+                matched: 2,
+                matched_no_page: 1,
+                symbols: 3,
+                locks: 4,
+                locked_bytes: 5 << 20,
+                binds: 0,
+                bound_bytes: 0,
+                lock_failures: 1,
+                bind_failures: 2,
+                lock_errno: 1,
+                bind_errno: 22,
+            })
+        );
+        assert!(s.complete);
+
+        let mut w = header();
+        record(&mut w, KIND_HINTS, 0, &[20], &hints_payload(4));
+        let err = parse_bytes(&w).unwrap_err().to_string();
+        assert!(err.contains("unknown state 0x4"), "{err}");
+        let mut w = header();
+        record(&mut w, KIND_HINTS, 0, &[20], &hints_payload(0)[8..]);
+        let err = parse_bytes(&w).unwrap_err().to_string();
+        assert!(err.contains("impossible length 88"), "{err}");
+    }
+
+    #[test]
+    fn reads_version_1_without_hints() {
+        let mut v = header_of(1);
+        record(&mut v, KIND_STACK, 0, &[1 | 1 << 32, 0x401000], b"");
+        record(
+            &mut v,
+            KIND_ALLOC,
+            0,
+            &[10, 0x1000, 100, 100, 1 | 9 << 32],
+            b"",
+        );
+        record(&mut v, KIND_COUNTERS, 0, &[13, 0, 0, 0], b"");
+        record(&mut v, KIND_END, 0, &[14], b"");
+        let s = parse_bytes(&v).unwrap();
+        assert_eq!((s.version, s.allocations.len(), s.hints), (1, 1, None));
+        assert!(s.complete);
+        // A version 1 file has no hints record.
+        let mut v = header_of(1);
+        record(&mut v, KIND_HINTS, 0, &[20], &hints_payload(0));
+        let err = parse_bytes(&v).unwrap_err().to_string();
+        assert!(err.contains("unknown record kind 7"), "{err}");
+        for version in [0, 3] {
+            let err = parse_bytes(&header_of(version)).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("unsupported version {version}")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

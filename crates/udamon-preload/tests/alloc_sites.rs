@@ -1,79 +1,20 @@
 //! Runs a C program under the preload library and reads its side files back.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::fs;
+use std::path::Path;
+use std::time::Instant;
 
-use udamon_preload::{env, install, read, Error, Options, SideFile};
+use udamon_preload::{
+    env, install, read, write_hints, Error, HintAction, HintLine, HintTarget, Options, SideFile,
+};
+
+mod common;
+use common::{compile, hex, run};
 
 const PROGRAM: &str = include_str!("alloc_test.c");
 const BENCH: &str = include_str!("bench.c");
 const MIB: u64 = 1 << 20;
-
-/// Compiles `src` with the C compiler the cc crate finds for this target.
-fn compile(src: &str, dir: &Path, name: &str) -> PathBuf {
-    let c = dir.join(format!("{name}.c"));
-    fs::write(&c, src).unwrap();
-    let exe = dir.join(name);
-    let tool = cc::Build::new()
-        .target(env!("UDAMON_PRELOAD_TARGET"))
-        .host(env!("UDAMON_PRELOAD_HOST"))
-        .opt_level(0)
-        .debug(false)
-        .cargo_metadata(false)
-        .cargo_warnings(false)
-        .get_compiler();
-    let mut cmd = tool.to_command();
-    cmd.args(["-O0", "-pthread", "-o"]).arg(&exe).arg(&c);
-    let status = cmd.status().unwrap();
-    assert!(status.success(), "{cmd:?} failed");
-    fs::canonicalize(exe).unwrap()
-}
-
-struct Run {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `exe` with `vars` added, bounded in time (a deadlock fails the test
-/// instead of hanging it).
-fn run(exe: &Path, args: &[&str], vars: &[(std::ffi::OsString, std::ffi::OsString)]) -> Run {
-    let dir = tempfile::tempdir().unwrap();
-    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
-    let mut child = Command::new(exe)
-        .args(args)
-        .env_remove("UDAMON_ALLOC_OUT")
-        .envs(vars.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(File::create(&out).unwrap())
-        .stderr(File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("{} did not finish in time", exe.display());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Run {
-        status,
-        stdout: fs::read_to_string(out).unwrap(),
-        stderr: fs::read_to_string(err).unwrap(),
-    }
-}
-
-fn hex(s: &str) -> u64 {
-    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
-}
 
 /// What the program printed.
 #[derive(Default)]
@@ -165,8 +106,9 @@ fn sampled_sites_frees_threads_and_fork() {
     let opts = Options {
         threshold: 64 << 10,
         sample_interval: 64 << 10,
+        ..Options::default()
     };
-    let r = run(&exe, &[], &env(&lib, &out, &opts));
+    let r = run(&exe, &[], &env(&lib, Some(&out), &opts));
     assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
     assert!(r.stderr.is_empty(), "{}", r.stderr);
     assert!(r.stdout.ends_with("done\n"));
@@ -185,6 +127,8 @@ fn sampled_sites_frees_threads_and_fork() {
     assert_eq!((side.threshold, side.sample_interval), (64 << 10, 64 << 10));
     assert!(side.complete && side.truncated.is_none());
     assert_eq!(side.counters, Default::default());
+    assert_eq!(side.version, 2);
+    assert_eq!(side.hints, None, "no hints were asked for");
     assert_eq!(side.maps.len(), 2, "maps at start and at exit");
 
     // Every big allocation, with its exact size and weight.
@@ -323,8 +267,8 @@ fn garbage_is_refused(path: &Path, dir: &Path) {
     check(b"#!/bin/sh\necho this is not a side file\n", 0, "magic");
     check(b"", 0, "magic");
     let mut v = bytes.clone();
-    v[8] = 2;
-    check(&v, 8, "version 2");
+    v[8] = 3;
+    check(&v, 8, "version 3");
     check(&bytes[..30], 30, "cut short");
     // A record that claims more than any writer makes, and an unknown kind.
     let mut v = bytes[..40].to_vec();
@@ -348,10 +292,10 @@ fn without_out_the_library_passes_through() {
     let exe = compile(PROGRAM, dir.path(), "alloc_test");
     let lib = install(dir.path()).unwrap();
     let out = dir.path().join("side");
-    let vars: Vec<_> = env(&lib, &out, &Options::default())
-        .into_iter()
-        .filter(|(k, _)| k != "UDAMON_ALLOC_OUT")
-        .collect();
+    let vars = env(&lib, None, &Options::default());
+    assert!(vars
+        .iter()
+        .any(|(k, v)| k == "UDAMON_ALLOC_OUT" && v.is_empty()));
     let r = run(&exe, &[], &vars);
     assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
     assert!(
@@ -368,7 +312,7 @@ fn an_output_that_cannot_be_created_turns_sampling_off() {
     let exe = compile(PROGRAM, dir.path(), "alloc_test");
     let lib = install(dir.path()).unwrap();
     let out = dir.path().join("missing-dir").join("alloc");
-    let r = run(&exe, &[], &env(&lib, &out, &Options::default()));
+    let r = run(&exe, &[], &env(&lib, Some(&out), &Options::default()));
     assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
     assert!(r.stdout.ends_with("done\n"));
     let lines: Vec<&str> = r.stderr.lines().collect();
@@ -389,19 +333,48 @@ fn overhead() {
     let exe = compile(BENCH, dir.path(), "bench");
     let lib = install(dir.path()).unwrap();
     let out = dir.path().join("alloc");
-    let all = env(&lib, &out, &Options::default());
+    let all = env(&lib, Some(&out), &Options::default());
     let preload_only: Vec<_> = all
         .iter()
         .filter(|(k, _)| k == "LD_PRELOAD")
         .cloned()
         .collect();
+    // A site hint in the program that no allocation passes through: the
+    // hint path's cost without its mlock calls.
+    let hints = dir.path().join("hints");
+    write_hints(
+        &hints,
+        &[HintLine {
+            build_id: None,
+            file: "bench".into(),
+            target: HintTarget::Site { vaddr: 1 },
+            action: HintAction::Mlock,
+        }],
+    )
+    .unwrap();
+    let hinted = |hint_min| {
+        let opts = Options {
+            hints: Some(hints.clone()),
+            hint_min,
+            ..Options::default()
+        };
+        env(&lib, None, &opts)
+    };
+    let (hints_small, hints_all) = (hinted(4096), hinted(1));
     let n = "20000000";
+    let names = [
+        "plain",
+        "preload, off",
+        "hints, no allocation big enough",
+        "hints, every allocation checked",
+        "sampling",
+    ];
     let mut times = HashMap::new();
-    for (name, vars) in [
-        ("plain", &vec![]),
-        ("preload, off", &preload_only),
-        ("sampling", &all),
-    ] {
+    for (name, vars) in
+        names
+            .into_iter()
+            .zip([&vec![], &preload_only, &hints_small, &hints_all, &all])
+    {
         let mut best = f64::MAX;
         for _ in 0..3 {
             for p in SideFile::paths(&out).unwrap() {
@@ -421,7 +394,7 @@ fn overhead() {
         .sum();
     let plain = times["plain"];
     println!("{n} malloc/free pairs: plain {plain:.3} s");
-    for name in ["preload, off", "sampling"] {
+    for name in &names[1..] {
         println!("{name}: {:.3} s, {:.2}x", times[name], times[name] / plain);
     }
     println!("samples in the last run: {samples}");

@@ -479,6 +479,7 @@ fn start_session(
             stop_on_exec: false,
             softdirty_reset: plan.softdirty_reset,
             alloc_sites: None,
+            hints: Vec::new(),
             warn: {
                 let job = job.clone();
                 udamon_session::Warner::new(move |m| log::warn(Some(&job), m))

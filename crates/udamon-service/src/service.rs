@@ -220,6 +220,7 @@ fn check_plan(plan: &Plan, opts: &Options) -> Check {
                 stop_on_exec: false,
                 softdirty_reset: j.softdirty_reset,
                 alloc_sites: None,
+            hints: Vec::new(),
             warn: udamon_session::Warner::default(),
             };
             let mut result = udamon_session::plan(&spec, &features);

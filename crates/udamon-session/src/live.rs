@@ -127,6 +127,9 @@ pub struct Spec {
     /// Sample the allocations of the command udamon starts (its whole
     /// tree), with the preloaded library of `udamon_preload`.
     pub alloc_sites: Option<AllocSites>,
+    /// Placement hints the preloaded library applies in the command udamon
+    /// starts (`record --hints`).
+    pub hints: Vec<udamon_preload::HintLine>,
     /// Where warnings go.
     pub warn: crate::Warner,
 }
@@ -143,25 +146,39 @@ pub struct AllocSites {
 /// directory removed when the session is.
 struct Preloaded {
     _dir: tempfile::TempDir,
-    sites: AllocSites,
+    sites: Option<AllocSites>,
+    hints: usize,
 }
 
 impl Preloaded {
-    /// Installs the library and says what to set on the command.
+    /// Installs the library (and the hints file, when there are hints) and
+    /// says what to set on the command.
     fn install(
-        sites: &AllocSites,
+        sites: Option<&AllocSites>,
+        hints: &[udamon_preload::HintLine],
     ) -> Result<(Self, Vec<(std::ffi::OsString, std::ffi::OsString)>)> {
         let dir = tempfile::Builder::new()
             .prefix("udamon-preload-")
             .tempdir()
-            .map_err(|e| Error::failed("making a directory for the allocation sampler", e))?;
+            .map_err(|e| Error::failed("making a directory for the preloaded library", e))?;
         let lib = udamon_preload::install(dir.path())
-            .map_err(|e| Error::failed("installing the allocation sampler", e))?;
-        let env = udamon_preload::env(&lib, &sites.prefix, &sites.options);
+            .map_err(|e| Error::failed("installing the preloaded library", e))?;
+        let mut opts = sites.map(|s| s.options.clone()).unwrap_or_default();
+        if !hints.is_empty() {
+            let path = dir.path().join("hints.txt");
+            udamon_preload::write_hints(&path, hints).map_err(|e| {
+                Error::Usage(format!("the hints cannot be given to the program: {e}"))
+            })?;
+            opts.hints = Some(path);
+            // What the hints did, one line per process at its exit.
+            opts.hints_verbose = true;
+        }
+        let env = udamon_preload::env(&lib, sites.map(|s| s.prefix.as_path()), &opts);
         Ok((
             Self {
                 _dir: dir,
-                sites: sites.clone(),
+                sites: sites.cloned(),
+                hints: hints.len(),
             },
             env,
         ))
@@ -988,18 +1005,19 @@ impl Session {
             } => Some(argv),
             _ => None,
         };
-        let (preloaded, env) = match (&spec.alloc_sites, command) {
-            (None, _) => (None, Vec::new()),
-            (Some(_), None) => {
+        let preload = spec.alloc_sites.is_some() || !spec.hints.is_empty();
+        let (preloaded, env) = match (preload, command) {
+            (false, _) => (None, Vec::new()),
+            (true, None) => {
                 return Err(Error::Usage(
-                    "--alloc-sites needs a command udamon starts (record -- CMD): allocations \
-                     are sampled by a library preloaded into it, which a running process \
+                    "--alloc-sites and --hints need a command udamon starts (record -- CMD): \
+                     they work through a library preloaded into it, which a running process \
                      cannot be given"
                         .into(),
                 ))
             }
-            (Some(sites), Some(_)) => {
-                let (p, env) = Preloaded::install(sites)?;
+            (true, Some(_)) => {
+                let (p, env) = Preloaded::install(spec.alloc_sites.as_ref(), &spec.hints)?;
                 (Some(p), env)
             }
         };
@@ -1387,12 +1405,13 @@ impl Session {
                 "duration_us": self.deadline_us,
                 "schemes": udamon_scheme_file::to_json(&self.schemes),
                 "monotonic_start_ns": self.mono_start_ns,
-                "alloc_sites": self.preloaded.as_ref().map(|p| serde_json::json!({
+                "alloc_sites": self.preloaded.as_ref().and_then(|p| p.sites.as_ref()).map(|s| serde_json::json!({
                     // The side files' name, beside the record.
-                    "prefix": p.sites.prefix.file_name().map(|n| n.to_string_lossy().into_owned()),
-                    "threshold": p.sites.options.threshold,
-                    "sample_interval": p.sites.options.sample_interval,
+                    "prefix": s.prefix.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    "threshold": s.options.threshold,
+                    "sample_interval": s.options.sample_interval,
                 })),
+                "hints": self.preloaded.as_ref().map_or(0, |p| p.hints),
             }),
             ..Header::new(i.ops.name(), self.attrs)
         }

@@ -219,3 +219,35 @@ pub fn namer(
     }
     Ok(namer)
 }
+
+/// A hints file (`udamon hints`) as the lines the preloaded library
+/// applies; the hints it cannot apply (objects named by their mapping) are
+/// said on stderr, and a file with none it can is refused.
+pub fn read_hints(path: &Path) -> Result<Vec<udamon_preload::HintLine>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        UsageError(format!(
+            "--hints: cannot read {}: {}",
+            path.display(),
+            crate::output::plain_io(&e)
+        ))
+    })?;
+    let hints = udamon_objects::Hints::parse(&text)
+        .map_err(|e| UsageError(format!("--hints {}: {e}", path.display())))?;
+    let (lines, skipped) = hints.to_library();
+    if !skipped.is_empty() {
+        eprintln!(
+            "udamon: note: --hints {}: {} cannot be applied in a new run (no data symbol or allocation site names them): {}",
+            path.display(),
+            if skipped.len() == 1 { "one hint" } else { "some hints" },
+            skipped.join(", ")
+        );
+    }
+    if lines.is_empty() {
+        bail!(UsageError(format!(
+            "--hints {}: no hint names a data symbol or an allocation site, so nothing can be applied \
+             (record with --alloc-sites to hint heap objects)",
+            path.display()
+        )));
+    }
+    Ok(lines)
+}

@@ -24,6 +24,7 @@ pub struct How {
     pub dry_run: bool,
     pub progress: bool,
     pub alloc_sites: Option<udamon_session::AllocSites>,
+    pub hints: Vec<udamon_preload::HintLine>,
 }
 
 /// A live run to perform.
@@ -45,6 +46,8 @@ pub struct LiveRun<'a> {
     pub softdirty_reset: SoftDirtyReset,
     /// Sample the command's allocations (`record --alloc-sites`).
     pub alloc_sites: Option<udamon_session::AllocSites>,
+    /// Placement hints for the command (`record --hints`).
+    pub hints: Vec<udamon_preload::HintLine>,
 }
 
 /// Runs a live monitor (with `run.schemes`, possibly none), writing a
@@ -63,6 +66,7 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
         stop_on_exec: run.stop_on_exec,
         softdirty_reset: run.softdirty_reset,
         alloc_sites: run.alloc_sites.clone(),
+        hints: run.hints.clone(),
         warn: udamon_session::Warner::default(),
     };
     let mut session = Session::start(&spec)?;
@@ -200,6 +204,7 @@ pub fn run_from_args(
         dry_run,
         progress,
         alloc_sites,
+        hints,
     } = how;
     let target = live_target(a)?;
     if a.softdirty_reset.per_window() && !a.ops.may_take_softdirty(a.paddr) {
@@ -228,6 +233,7 @@ pub fn run_from_args(
         stop_on_exec: a.stop_on_exec,
         softdirty_reset: a.softdirty_reset,
         alloc_sites,
+        hints,
     };
     run_live(&run, out)
 }

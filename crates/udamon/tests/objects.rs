@@ -336,3 +336,40 @@ fn a_cut_keeps_what_names_its_regions() {
     assert!(v["has_maps"].as_bool().unwrap(), "{v}");
     assert_eq!(rows(&v)[0].0, "obj4", "{v}");
 }
+
+#[test]
+fn record_hints_are_checked_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    record_demo(dir.path());
+    // A simulated workload's hints name its objects by their mappings:
+    // nothing a new run of a program can find.
+    ok(dir.path(), &["hints", "demo.udr", "-o", "h.toml"]);
+    let o = udamon(
+        dir.path(),
+        &["record", "--hints", "h.toml", "-o", "x.udr", "--", "true"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("no hint names a data symbol or an allocation site"));
+    // A file that is not hints, and one with a bad site, name the problem.
+    write(dir.path(), "bad.toml", "[[hint]]\nobject = 1\n");
+    write(
+        dir.path(),
+        "site.toml",
+        "[[hint]]\nobject = \"f\"\nkind = \"alloc_site\"\naction = \"mlock\"\nsites = [[\"-\", \"a/b\", \"0x10\"]]\n",
+    );
+    for (f, what) in [
+        ("bad.toml", "not a hints file"),
+        ("site.toml", "hint 1 (f): site"),
+    ] {
+        let o = udamon(
+            dir.path(),
+            &["record", "--hints", f, "-o", "x.udr", "--", "true"],
+        );
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(what), "{}", text(&o.stderr));
+    }
+    // Hints need a command udamon starts.
+    let o = udamon(dir.path(), &["record", "--hints", "h.toml", "--pid", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(!dir.path().join("x.udr").exists());
+}

@@ -13,12 +13,13 @@
 # On kernel DAMON where it monitors processes, else the engine.
 . /scenarios/lib.sh "$@"
 need_flag record --alloc-sites
+loopback_up
 [ -x /host/usr/bin/redis-server ] || skip "no host root with redis-server at /host"
 program_paths
 P=$(echo "$paths" | cut -d' ' -f1)
 echo "$P" > ops.txt
-LD=/host/lib64/ld-linux-x86-64.so.2
-LP=/host/lib/x86_64-linux-gnu:/host/usr/lib/x86_64-linux-gnu
+LD=/host/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
+LP=/host/usr/lib/x86_64-linux-gnu
 host() { "$LD" --library-path "$LP" "$@"; }
 
 # Redis

@@ -114,6 +114,7 @@ fn apply_live(
             dry_run: a.dry_run,
             progress: !a.json,
             alloc_sites: None,
+            hints: Vec::new(),
         },
         duration_us,
         a.output.as_deref(),

@@ -101,6 +101,10 @@ fn record_live(a: &RecordArgs, duration_us: Option<u64>) -> Result<()> {
     }
     let attrs = a.attrs.attrs()?;
     let alloc_sites = a.alloc_sites()?;
+    let hints = match &a.hints {
+        Some(path) => crate::inputs::read_hints(path)?,
+        None => Vec::new(),
+    };
     crate::output::prepare("--output", &a.output, &[], &[])?;
     if let Some(sites) = &alloc_sites {
         // The previous record's side files go with it (they would mix with
@@ -118,6 +122,7 @@ fn record_live(a: &RecordArgs, duration_us: Option<u64>) -> Result<()> {
             dry_run: false,
             progress: !a.json,
             alloc_sites,
+            hints,
         },
         duration_us,
         Some(&a.output),
