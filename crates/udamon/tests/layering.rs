@@ -25,6 +25,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "udamon-record",
             "udamon-report",
             "udamon-elf",
+            "udamon-preload",
         ],
     ),
     (
@@ -97,6 +98,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "udamon-core",
             "udamon-report",
             "udamon-objects",
+            "udamon-preload",
             "udamon-session",
             "udamon-tune",
             "udamon-service",
