@@ -395,6 +395,28 @@ mod tests {
         std::env::current_exe().unwrap()
     }
 
+    /// The test binary's own file address of `addr`, through the mapping
+    /// of /proc/self/maps that holds it.
+    fn own_vaddr(f: &ElfFile, addr: u64) -> u64 {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let exe = own_exe();
+        let (start, offset) = maps
+            .lines()
+            .filter(|l| l.ends_with(exe.to_str().unwrap()))
+            .find_map(|l| {
+                let mut w = l.split_whitespace();
+                let (s, e) = w.next()?.split_once('-')?;
+                let (s, e) = (
+                    u64::from_str_radix(s, 16).ok()?,
+                    u64::from_str_radix(e, 16).ok()?,
+                );
+                let off = u64::from_str_radix(w.nth(1)?, 16).ok()?;
+                (s <= addr && addr < e).then_some((s, off))
+            })
+            .expect("the address lies in a mapping of the test binary");
+        f.vaddr_of_offset(addr - start + offset).unwrap()
+    }
+
     #[test]
     fn a_file_that_is_not_elf_has_no_build_id_and_loads_as_none() {
         let dir = tempfile::tempdir().unwrap();
@@ -433,23 +455,7 @@ mod tests {
         // address through /proc/self/maps, is named by its symbol.
         static MARKER: [u64; 64] = [7; 64];
         let addr = std::hint::black_box(&MARKER) as *const _ as u64;
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let exe = own_exe();
-        let (start, offset) = maps
-            .lines()
-            .filter(|l| l.ends_with(exe.to_str().unwrap()))
-            .find_map(|l| {
-                let mut w = l.split_whitespace();
-                let (s, e) = w.next()?.split_once('-')?;
-                let (s, e) = (
-                    u64::from_str_radix(s, 16).ok()?,
-                    u64::from_str_radix(e, 16).ok()?,
-                );
-                let off = u64::from_str_radix(w.nth(1)?, 16).ok()?;
-                (s <= addr && addr < e).then_some((s, off))
-            })
-            .expect("MARKER lies in a mapping of the test binary");
-        let v = f.vaddr_of_offset(addr - start + offset).unwrap();
+        let v = own_vaddr(&f, addr);
         assert!(f.in_segment(v));
         let names: Vec<&str> = f.symbols_in(v, v + 8).map(|(s, _)| &*s.name).collect();
         assert!(
@@ -470,23 +476,7 @@ mod tests {
         let code = CodeFile::open(&exe).unwrap();
         let f = ElfFile::load(&exe, None).unwrap().unwrap();
         let addr = a_named_function as *const () as u64;
-        // Back to the file's own address through the mapping that holds it.
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let (start, offset) = maps
-            .lines()
-            .filter(|l| l.ends_with(exe.to_str().unwrap()))
-            .find_map(|l| {
-                let mut w = l.split_whitespace();
-                let (s, e) = w.next()?.split_once('-')?;
-                let (s, e) = (
-                    u64::from_str_radix(s, 16).ok()?,
-                    u64::from_str_radix(e, 16).ok()?,
-                );
-                let off = u64::from_str_radix(w.nth(1)?, 16).ok()?;
-                (s <= addr && addr < e).then_some((s, off))
-            })
-            .unwrap();
-        let v = f.vaddr_of_offset(addr - start + offset).unwrap();
+        let v = own_vaddr(&f, addr);
         let loc = code.locate(v + 1);
         let func = loc.function.clone().unwrap_or_default();
         assert!(func.contains("a_named_function"), "{loc:?}");

@@ -98,6 +98,18 @@ pub fn target_table(reader: &Reader, path: &Path) -> Result<TargetTable> {
     TargetTable::read(reader).with_context(|| path.display().to_string())
 }
 
+/// `table`, or the record's read now.
+fn table_or_read<'a>(
+    reader: &Reader,
+    path: &Path,
+    table: Option<&'a TargetTable>,
+) -> Result<std::borrow::Cow<'a, TargetTable>> {
+    Ok(match table {
+        Some(t) => std::borrow::Cow::Borrowed(t),
+        None => std::borrow::Cow::Owned(target_table(reader, path)?),
+    })
+}
+
 /// The targets `--target`, `--pid` and `--comm` name, sorted, checked
 /// against the record (`table`, else read when needed); `None` when they
 /// name none. `--target` within the header's targets needs no table.
@@ -121,14 +133,7 @@ pub fn target_set(
         t.dedup();
         return Ok(Some(t));
     }
-    let read;
-    let table = match table {
-        Some(t) => t,
-        None => {
-            read = target_table(reader, path)?;
-            &read
-        }
-    };
+    let table = table_or_read(reader, path, table)?;
     Ok(Some(table.select(&a.target, &a.pid, &a.comm)?))
 }
 
@@ -204,15 +209,8 @@ pub fn namer(
     let mut namer = udamon_objects::namer_of(reader, names.options())
         .with_context(|| path.display().to_string())?;
     if !reader.header().params["alloc_sites"].is_null() {
-        let read;
-        let table = match table {
-            Some(t) => t,
-            None => {
-                read = target_table(reader, path)?;
-                &read
-            }
-        };
-        namer.load_alloc_sites(reader.header(), path, table);
+        let table = table_or_read(reader, path, table)?;
+        namer.load_alloc_sites(reader.header(), path, &table);
     }
     for n in namer.notes() {
         eprintln!("udamon: note: {n}");
