@@ -117,17 +117,21 @@ pub enum HintsError {
     },
 }
 
-/// The objects of the report worth a hint: at least `min_frequency` hot,
-/// hottest first (by access frequency: the bytes that gain the most per
-/// byte locked), while they fit in `max_bytes`. Objects no run can find
-/// again are left out: memory no mapping covers and anonymous mappings
-/// named by their address.
+/// The objects of the report worth a hint: data symbols, allocation sites
+/// and simulated objects at least `min_frequency` hot, hottest first (by
+/// access frequency: the bytes that gain the most per byte locked), while
+/// they fit in `max_bytes` (a symbol or an object that does not fit whole
+/// gets a part; an allocation site does not, its hint acting on whole
+/// allocations).
 pub fn choose(report: &ObjectsReport, namer: &mut Namer, opts: &HintsOptions) -> Hints {
+    // Objects a later run finds again: data symbols, allocation sites, a
+    // simulated workload's objects (sections, files and anonymous
+    // mappings have no name a program's next run can be given).
     let mut rows: Vec<_> = report
         .objects
         .iter()
         .filter(|r| r.access_frequency >= opts.min_frequency && r.bytes > 0)
-        .filter(|r| !matches!(r.kind, Kind::Unmapped) && !r.name.starts_with("[anon 0x"))
+        .filter(|r| matches!(r.kind, Kind::Symbol | Kind::AllocSite | Kind::Object))
         .collect();
     rows.sort_by(|a, b| {
         b.access_frequency
@@ -142,7 +146,9 @@ pub fn choose(report: &ObjectsReport, namer: &mut Namer, opts: &HintsOptions) ->
         // the hot memory area" when all of it did not fit; less than
         // PART_MIN left is not worth a hint.
         let bytes = r.bytes.min(left);
-        if bytes < r.bytes && bytes < PART_MIN {
+        // An allocation site's hint acts on its whole allocations: never
+        // a part.
+        if bytes < r.bytes && (bytes < PART_MIN || r.kind == Kind::AllocSite) {
             continue;
         }
         left -= bytes;

@@ -60,15 +60,15 @@ lock_case() {
     echo max > "$cg/memory.max"
 }
 
-lock_case stream lockwork 3000 4096 192
-lock_case hot lockwork 1500 16384 64
+lock_case stream lockwork 300 4096 192
+lock_case hot lockwork 200 16384 64
 if [ -x /host/usr/bin/sqlite3 ]; then
     LD=/host/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
     LP=/host/usr/lib/x86_64-linux-gnu
     rm -f /tmp/l.db
     "$LD" --library-path "$LP" /host/usr/bin/sqlite3 /tmp/l.db 'create table t(id integer primary key, k integer, v blob); with recursive c(i) as (select 1 union all select i+1 from c where i < 300000) insert into t select i, abs(random()) % 1000, randomblob(200) from c;'
     lock_case sqlite "$LD" --library-path "$LP" /host/usr/bin/sqlite3 /tmp/l.db \
-        'pragma cache_size=-100000; select sum(length(v)) from t; with recursive c(i) as (select 1 union all select i+1 from c where i < 600000) select sum((select length(v) from t where id = 1 + (i * 7919) % 30000)) from c;'
+        'pragma cache_size=-100000; select sum(length(v)) from t; with recursive c(i) as (select 1 union all select i+1 from c where i < 200000) select sum((select length(v) from t where id = 1 + (i * 7919) % 30000)) from c;'
     rm -f /tmp/l.db
 fi
 ran
