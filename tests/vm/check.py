@@ -2687,14 +2687,25 @@ def check_objects_lock(d, out):
                 if rc != "0":
                     bad.append(f"{tag}: exit {rc or '?'}")
                     continue
+                # The program must have done its work (a memory limit's
+                # OOM killer ends it early, which is no speedup).
+                done = read(d, f"{tag}.out", "")
+                if p in ("stream", "hot") and "done iterations" not in done:
+                    bad.append(f"{tag}: the program did not finish its work (killed?)")
+                    continue
+                if p == "sqlite" and not re.search(r"^\d+$", done, re.M):
+                    bad.append(f"{tag}: sqlite3 printed no result (killed?)")
+                    continue
                 wall = read(d, f"cpu-{tag}.txt", "").split()
                 if wall:
                     times[how].append(float(wall[0]))
         if times["plain"] and times["hints"]:
             med = lambda v: sorted(v)[len(v) // 2]
             a, b = med(times["plain"]), med(times["hints"])
+            objs = h.get("objects", [])
+            shown = ", ".join(objs[:6]) + (f" and {len(objs) - 6} more" if len(objs) > 6 else "")
             figs.append(f"{p}: {a:.1f} s without hints, {b:.1f} s with ({a / b:.2f}x; "
-                        f"hinted {', '.join(h.get('objects', [])) or 'nothing'})")
+                        f"hinted {shown or 'nothing'})")
     if bad:
         raise Fail("; ".join(bad) + " || " + "; ".join(figs))
     return "; ".join(figs)

@@ -286,6 +286,10 @@ pub(crate) struct Loaded {
     pub sites: Vec<String>,
     /// Per site, where its return addresses are.
     pub site_keys: Vec<Vec<SiteKey>>,
+    /// Per site, the most bytes its allocations held at once (exact for
+    /// the big ones, by weight for the sampled small ones): what a hint
+    /// on the site would lock.
+    pub site_peak: Vec<u64>,
     pub notes: Vec<String>,
     pub files: usize,
 }
@@ -303,6 +307,7 @@ pub(crate) fn load(
         targets: HashMap::new(),
         sites: Vec::new(),
         site_keys: Vec::new(),
+        site_peak: Vec::new(),
         notes: Vec::new(),
         files: 0,
     };
@@ -406,6 +411,31 @@ pub(crate) fn load(
     }
     for t in out.targets.values_mut() {
         t.finish();
+    }
+    // Each site's peak: its allocations' bytes summed over time (alloc +,
+    // free -), at the highest.
+    let mut events: Vec<(u64, bool, u32, u64)> = Vec::new();
+    for t in out.targets.values() {
+        let big = t.big.iter().map(|l| (l, l.end - l.addr));
+        for (l, bytes) in big.chain(t.small.iter().map(|l| (l, l.weight))) {
+            events.push((l.from_us, true, l.site, bytes));
+            if l.to_us != u64::MAX {
+                events.push((l.to_us, false, l.site, bytes));
+            }
+        }
+    }
+    // Frees before allocations at the same time.
+    events.sort_by_key(|e| (e.0, e.1));
+    out.site_peak = vec![0; out.sites.len()];
+    let mut now = vec![0u64; out.sites.len()];
+    for (_, alloc, site, bytes) in events {
+        let n = &mut now[site as usize];
+        if alloc {
+            *n += bytes;
+            out.site_peak[site as usize] = out.site_peak[site as usize].max(*n);
+        } else {
+            *n = n.saturating_sub(bytes);
+        }
     }
     out
 }

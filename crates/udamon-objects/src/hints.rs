@@ -130,7 +130,9 @@ pub fn choose(report: &ObjectsReport, namer: &mut Namer, opts: &HintsOptions) ->
     let mut rows: Vec<_> = report
         .objects
         .iter()
-        .filter(|r| r.access_frequency >= opts.min_frequency && r.bytes > 0)
+        // Less than a page is not worth a hint: the page around it holds
+        // other things, and memory is kept by the page.
+        .filter(|r| r.access_frequency >= opts.min_frequency && r.bytes >= PAGE)
         .filter(|r| matches!(r.kind, Kind::Symbol | Kind::AllocSite | Kind::Object))
         .collect();
     rows.sort_by(|a, b| {
@@ -145,18 +147,25 @@ pub fn choose(report: &ObjectsReport, namer: &mut Namer, opts: &HintsOptions) ->
         // ranges, up to what is left), as the seeds locked "a portion of
         // the hot memory area" when all of it did not fit; less than
         // PART_MIN left is not worth a hint.
-        let bytes = r.bytes.min(left);
-        // An allocation site's hint acts on its whole allocations: never
-        // a part.
-        if bytes < r.bytes && (bytes < PART_MIN || r.kind == Kind::AllocSite) {
-            continue;
-        }
-        left -= bytes;
+        // An allocation site's hint acts on its whole allocations: it
+        // costs what they held at the most, and is never given in part.
         let key = Object {
             kind: r.kind,
             name: r.name.clone(),
             file: r.file.clone(),
         };
+        let size = match r.kind {
+            Kind::AllocSite => namer
+                .id_of(&key)
+                .and_then(|id| namer.site_peak(id))
+                .map_or(r.bytes, |p| p.max(r.bytes)),
+            _ => r.bytes,
+        };
+        let bytes = size.min(left);
+        if bytes < size && (bytes < PART_MIN || r.kind == Kind::AllocSite) {
+            continue;
+        }
+        left -= bytes;
         let targets: Vec<u32> = match r.target_idx {
             Some(t) => vec![t],
             None => namer.targets(),
@@ -210,7 +219,7 @@ pub fn choose(report: &ObjectsReport, namer: &mut Namer, opts: &HintsOptions) ->
             action: opts.action,
             node: opts.node.filter(|_| opts.action == HintAction::Node),
             ranges,
-            part: bytes < r.bytes,
+            part: bytes < size,
             bytes,
             access_frequency: (r.access_frequency * 1e4).round() / 1e4,
             access_share: (r.access_share * 1e4).round() / 1e4,

@@ -123,6 +123,7 @@ pub struct Namer {
     allocs: HashMap<u32, crate::allocs::TargetAllocs>,
     site_objs: Vec<ObjId>,
     site_keys: HashMap<ObjId, Vec<crate::allocs::SiteKey>>,
+    site_peak: HashMap<ObjId, u64>,
 }
 
 /// The last path component, for short names.
@@ -185,6 +186,11 @@ impl Namer {
     /// Where an allocation site's return addresses are in their files.
     pub fn site_keys(&self, obj: ObjId) -> &[crate::allocs::SiteKey] {
         self.site_keys.get(&obj).map_or(&[], |k| k.as_slice())
+    }
+
+    /// The most bytes an allocation site's allocations held at once.
+    pub fn site_peak(&self, obj: ObjId) -> Option<u64> {
+        self.site_peak.get(&obj).copied()
     }
 
     /// The targets with mappings.
@@ -380,6 +386,12 @@ impl Namer {
             .iter()
             .copied()
             .zip(loaded.site_keys)
+            .collect();
+        self.site_peak = self
+            .site_objs
+            .iter()
+            .copied()
+            .zip(loaded.site_peak)
             .collect();
         self.allocs = loaded.targets;
         self.notes.extend(loaded.notes);
