@@ -1,15 +1,13 @@
 //! `udamon hints`: a record's hot objects as placement hints for the
 //! program's next run, or as mlock schemes (docs/objects.md).
 
-use std::io::Write;
-
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use udamon_cli::HintsArgs;
 use udamon_objects::{HintAction, ObjectsOptions};
 
 use crate::inputs::{open, selected_in, target_table};
-use crate::output::{print_json, WholeFile};
+use crate::output::{print_json, write_whole};
 use crate::UsageError;
 
 #[derive(Serialize)]
@@ -77,12 +75,7 @@ pub fn run(a: HintsArgs) -> Result<()> {
     } else {
         hints.to_toml(&comment)
     };
-    let (out, mut f) = WholeFile::create(&a.output)?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.flush())
-        .with_context(|| format!("cannot write {}", a.output.display()))?;
-    drop(f);
-    out.commit()?;
+    write_whole(&a.output, text.as_bytes())?;
     let summary = HintsSummary {
         output: a.output.display().to_string(),
         hints: hints.hints.len(),
