@@ -198,8 +198,9 @@ pub fn sim_model(reader: &Reader, path: &Path) -> Result<(Arc<Model>, u64)> {
 
 /// The namer of a record's regions (`report objects`, `hot`, `html`,
 /// `hints`): its mappings read, and its allocation sites where it was
-/// recorded with `--alloc-sites`; what it could not read is said on
-/// stderr (a report names less, it does not fail).
+/// recorded with `--alloc-sites`. Files are read as regions are named, so
+/// what could not be read is said once the naming is done
+/// ([`say_notes`]): a report names less, it does not fail.
 pub fn namer(
     reader: &Reader,
     path: &Path,
@@ -212,10 +213,15 @@ pub fn namer(
         let table = table_or_read(reader, path, table)?;
         namer.load_alloc_sites(reader.header(), path, &table);
     }
+    Ok(namer)
+}
+
+/// Says on stderr what the namer could not read (files rebuilt since the
+/// record, files missing, side files cut short), after it named.
+pub fn say_notes(namer: &udamon_objects::Namer) {
     for n in namer.notes() {
         eprintln!("udamon: note: {n}");
     }
-    Ok(namer)
 }
 
 /// A hints file (`udamon hints`) as the lines the preloaded library

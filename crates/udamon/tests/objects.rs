@@ -195,6 +195,14 @@ fn a_live_record_keeps_the_mappings_and_the_build_ids_of_its_files() {
     assert!(rows(&v).iter().any(|r| r.0 == "x" && r.1 == "file"), "{v}");
     if id.is_some() {
         assert!(!v["notes"].as_array().unwrap().is_empty(), "{v}");
+        // The text report says so on stderr, once the naming read the file.
+        let out = udamon(dir.path(), &["report", "objects", "x.udr"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("it is named as a file"),
+            "{}",
+            text(&out.stderr)
+        );
     }
 }
 

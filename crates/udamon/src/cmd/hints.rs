@@ -45,6 +45,7 @@ pub fn run(a: HintsArgs) -> Result<()> {
     )
     .with_context(|| a.file.display().to_string())?;
     let hints = udamon_objects::hints::choose(&report, &mut namer, &opts);
+    crate::inputs::say_notes(&namer);
     if hints.hints.is_empty() {
         eprintln!(
             "udamon: note: no object of {} is at least {:.1}% hot{}: the hints file is empty",

@@ -107,6 +107,7 @@ pub fn hot_cmd(a: HotArgs) -> Result<()> {
     if let Some(table) = &table {
         let mut h = hot::build_by_process(&src, &opts, table)?;
         h.name_objects(&mut namer);
+        crate::inputs::say_notes(&namer);
         if a.json {
             h.write_json(&mut out)?;
         } else {
@@ -117,6 +118,7 @@ pub fn hot_cmd(a: HotArgs) -> Result<()> {
     }
     let mut h = hot::build(&src, &opts)?;
     h.name_objects(&mut namer);
+    crate::inputs::say_notes(&namer);
     if a.json {
         h.write_json(&mut out)?;
     } else {
@@ -137,6 +139,7 @@ pub fn objects_cmd(a: ObjectsArgs) -> Result<()> {
     };
     let r = udamon_objects::build(&reader, &sel, &mut namer, &table, &opts)
         .with_context(|| a.file.display().to_string())?;
+    crate::inputs::say_notes(&namer);
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
         r.write_json(&mut out)?;

@@ -28,6 +28,7 @@ pub fn run(a: HtmlArgs) -> Result<()> {
     let mut report = html::build(&reader, &opts)?;
     let mut namer = crate::inputs::namer(&reader, &a.file, &a.names, None)?;
     report.name_objects(&mut namer);
+    crate::inputs::say_notes(&namer);
     let page_title = a.title.unwrap_or_else(|| title(&reader, &a.file));
     let source = a.file.file_name().map_or_else(
         || a.file.display().to_string(),
