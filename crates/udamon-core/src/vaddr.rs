@@ -13,6 +13,42 @@
 
 use crate::region::{align_down, align_up, AddrRange, Region};
 
+/// One line of a `/proc/PID/maps` text, as the kernel prints it:
+/// `start-end perms offset dev inode [path]`, numbers in hex but the
+/// inode, the path joined back from the words left (it may hold spaces).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapsLine<'a> {
+    pub range: AddrRange,
+    pub perms: &'a str,
+    pub offset: u64,
+    /// `major:minor`.
+    pub dev: &'a str,
+    pub inode: u64,
+    /// The file, a pseudo-name (`[heap]`), or empty for anonymous memory.
+    pub path: String,
+}
+
+/// Parses one line of a maps text; `None` when it is not one (too few
+/// fields, a bad number, an end before its start).
+pub fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
+    let mut it = line.split_whitespace();
+    let (range, perms, offset) = (it.next()?, it.next()?, it.next()?);
+    let (dev, inode) = (it.next()?, it.next()?.parse().ok()?);
+    let path = it.collect::<Vec<_>>().join(" ");
+    let (s, e) = range.split_once('-')?;
+    let hex = |x: &str| u64::from_str_radix(x, 16).ok();
+    let (start, end) = (hex(s)?, hex(e)?);
+    (start <= end).then_some(())?;
+    Some(MapsLine {
+        range: AddrRange::new(start, end),
+        perms,
+        offset: hex(offset)?,
+        dev,
+        inode,
+        path,
+    })
+}
+
 /// The ranges to monitor for a space with these mappings (sorted, disjoint):
 /// all of it but the two biggest gaps.
 ///
@@ -92,6 +128,27 @@ pub fn even_regions(ranges: &[AddrRange], nr_regions: u32, min_sz: u64) -> Vec<R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_maps_line_is_read_whole_and_a_broken_one_refused() {
+        let m = parse_maps_line("7f00-7f80 r-xp 00001000 fe:01 1311    /usr/lib/a b.so").unwrap();
+        assert_eq!(m.range, AddrRange::new(0x7f00, 0x7f80));
+        assert_eq!(
+            (m.perms, m.offset, m.dev, m.inode),
+            ("r-xp", 0x1000, "fe:01", 1311)
+        );
+        assert_eq!(m.path, "/usr/lib/a b.so");
+        let anon = parse_maps_line("1000-2000 rw-p 00000000 00:00 0").unwrap();
+        assert_eq!(anon.path, "");
+        for bad in [
+            "",
+            "1000-2000 rw-p 0 00:00",
+            "2000-1000 rw-p 0 00:00 0",
+            "1000-2000 rw-p 0 00:00 x",
+        ] {
+            assert_eq!(parse_maps_line(bad), None, "{bad}");
+        }
+    }
 
     fn ar(s: u64, e: u64) -> AddrRange {
         AddrRange::new(s, e)

@@ -110,19 +110,12 @@ pub(crate) struct TextMapping {
 fn parse_maps(text: &str) -> Vec<TextMapping> {
     let mut out: Vec<TextMapping> = text
         .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let (s, e) = w.next()?.split_once('-')?;
-            let _perms = w.next()?;
-            let offset = u64::from_str_radix(w.next()?, 16).ok()?;
-            let (_dev, _ino) = (w.next()?, w.next()?);
-            let path = w.collect::<Vec<_>>().join(" ");
-            Some(TextMapping {
-                start: u64::from_str_radix(s, 16).ok()?,
-                end: u64::from_str_radix(e, 16).ok()?,
-                offset,
-                path,
-            })
+        .filter_map(udamon_core::vaddr::parse_maps_line)
+        .map(|m| TextMapping {
+            start: m.range.start,
+            end: m.range.end,
+            offset: m.offset,
+            path: m.path,
         })
         .collect();
     out.sort_by_key(|m| m.start);

@@ -33,32 +33,18 @@ pub fn parse_maps(text: &str, path: &Path) -> Result<Vec<Mapping>, Error> {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = || Error::BadMaps {
+        let m = udamon_core::vaddr::parse_maps_line(line).ok_or_else(|| Error::BadMaps {
             path: path.to_path_buf(),
             line: i + 1,
             text: line.to_string(),
-        };
-        let mut it = line.split_whitespace();
-        let (range, perms, offset) = (it.next(), it.next(), it.next());
-        let (Some(range), Some(perms), Some(offset)) = (range, perms, offset) else {
-            return Err(bad());
-        };
-        let (dev, inode) = (it.next().ok_or_else(bad)?, it.next().ok_or_else(bad)?);
-        let inode = inode.parse().map_err(|_| bad())?;
-        let name = it.collect::<Vec<_>>().join(" ");
-        let (s, e) = range.split_once('-').ok_or_else(bad)?;
-        let hex = |x: &str| u64::from_str_radix(x, 16).map_err(|_| bad());
-        let (start, end) = (hex(s)?, hex(e)?);
-        if end < start {
-            return Err(bad());
-        }
+        })?;
         out.push(Mapping {
-            range: AddrRange::new(start, end),
-            perms: perms.to_string(),
-            offset: hex(offset)?,
-            dev: dev.to_string(),
-            inode,
-            path: name,
+            range: m.range,
+            perms: m.perms.to_string(),
+            offset: m.offset,
+            dev: m.dev.to_string(),
+            inode: m.inode,
+            path: m.path,
         });
     }
     Ok(out)
