@@ -22,6 +22,8 @@ use udamon_core::ErrorKind;
 pub enum Error {
     #[error(transparent)]
     Record(#[from] udamon_record::Error),
+    #[error(transparent)]
+    Report(#[from] udamon_report::Error),
     #[error("the record's mappings are not readable: {reason}")]
     BadEntry { reason: String },
     #[error(transparent)]
@@ -32,6 +34,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Record(e) => e.kind(),
+            Error::Report(e) => e.kind(),
             Error::BadEntry { .. } => ErrorKind::Usage,
             Error::Io(_) => ErrorKind::Failure,
         }

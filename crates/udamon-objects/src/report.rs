@@ -20,7 +20,7 @@ use std::ops::ControlFlow;
 
 use serde::Serialize;
 use udamon_record::{Entry, Reader, MAPS_EVENT};
-use udamon_report::{fmt_bytes, fmt_us, Selection, TargetTable};
+use udamon_report::{fmt_bytes, fmt_us, SnapshotSource, TargetTable};
 
 use crate::namer::{Kind, Namer, ObjId};
 use crate::Error;
@@ -92,57 +92,41 @@ struct Acc {
     age_byte_us: f64,
 }
 
-/// Builds the report over what `sel` keeps of `reader`'s record, naming
-/// regions with `namer` (the record's mappings read: [`namer_of`]).
-pub fn build(
-    reader: &Reader,
-    sel: &Selection,
+/// Builds the report over the snapshots of `src` (a record through a
+/// selection: `udamon_report::Selected`), naming regions with `namer`
+/// (the record's mappings read: [`namer_of`]).
+pub fn build<S: SnapshotSource + ?Sized>(
+    src: &S,
     namer: &mut Namer,
     table: &TargetTable,
     opts: &ObjectsOptions,
 ) -> Result<ObjectsReport, Error> {
-    let frames = sel.frames(reader.frames());
-    let origin = reader
-        .frames()
-        .iter()
-        .find(|f| f.nr_snapshots > 0)
-        .map_or(0, |f| f.first_start_us);
+    let origin = src.record_start_us()?.unwrap_or(0);
     let mut acc: HashMap<(Option<u32>, ObjId), Acc> = HashMap::new();
     let (mut first, mut last, mut n) = (u64::MAX, 0u64, 0u64);
-    let mut kept = udamon_core::Snapshot::default();
     let mut pieces = Vec::new();
-    reader.for_each_entry_in(frames, |e| {
-        match e {
-            Entry::Json { .. } => {}
-            Entry::Snapshot(s) => {
-                if !sel.apply(s, &mut kept) {
-                    return ControlFlow::Continue(());
-                }
-                let s = &kept;
-                let dt = s.end_us.saturating_sub(s.start_us) as f64;
-                let max_nr = udamon_core::max_nr_accesses(s.sample_us, s.aggr_us).max(1) as f64;
-                first = first.min(s.start_us);
-                last = last.max(s.end_us);
-                n += 1;
-                for t in &s.targets {
-                    let who = opts.by_process.then_some(t.target_idx);
-                    for r in &t.regions {
-                        let f = r.nr_accesses as f64 / max_nr;
-                        let age = r.age as f64 * dt;
-                        pieces.clear();
-                        // The mappings written just before the snapshot
-                        // may be dated a little after its end: a window
-                        // of slack.
-                        let at = s.end_us + (s.end_us - s.start_us);
-                        namer.resolve(t.target_idx, at, r.start, r.end, &mut pieces);
-                        for &(obj, b) in &pieces {
-                            let a = acc.entry((who, obj)).or_default();
-                            let w = b as f64 * dt;
-                            a.byte_us += w;
-                            a.freq_byte_us += f * w;
-                            a.age_byte_us += age * w;
-                        }
-                    }
+    src.for_each_snapshot(&mut |s| {
+        let dt = s.end_us.saturating_sub(s.start_us) as f64;
+        let max_nr = udamon_core::max_nr_accesses(s.sample_us, s.aggr_us).max(1) as f64;
+        // The mappings written just before the snapshot may be dated a
+        // little after its end: a window of slack.
+        let at = s.end_us + (s.end_us - s.start_us);
+        first = first.min(s.start_us);
+        last = last.max(s.end_us);
+        n += 1;
+        for t in &s.targets {
+            let who = opts.by_process.then_some(t.target_idx);
+            for r in &t.regions {
+                let f = r.nr_accesses as f64 / max_nr;
+                let age = r.age as f64 * dt;
+                pieces.clear();
+                namer.resolve(t.target_idx, at, r.start, r.end, &mut pieces);
+                for &(obj, b) in &pieces {
+                    let a = acc.entry((who, obj)).or_default();
+                    let w = b as f64 * dt;
+                    a.byte_us += w;
+                    a.freq_byte_us += f * w;
+                    a.age_byte_us += age * w;
                 }
             }
         }

@@ -34,8 +34,7 @@ pub fn run(a: HintsArgs) -> Result<()> {
     let sel = selected_in(&reader, &a.file, &a.select, Some(&table))?;
     let mut namer = crate::inputs::namer(&reader, &a.file, &a.names, Some(&table))?;
     let report = udamon_objects::build(
-        &reader,
-        &sel,
+        &udamon_report::Selected::new(&reader, sel),
         &mut namer,
         &table,
         &ObjectsOptions {

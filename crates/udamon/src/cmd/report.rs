@@ -137,7 +137,7 @@ pub fn objects_cmd(a: ObjectsArgs) -> Result<()> {
         top: a.top,
         by_process: a.by.is_some(),
     };
-    let r = udamon_objects::build(&reader, &sel, &mut namer, &table, &opts)
+    let r = udamon_objects::build(&Selected::new(&reader, sel), &mut namer, &table, &opts)
         .with_context(|| a.file.display().to_string())?;
     crate::inputs::say_notes(&namer);
     let mut out = BufWriter::new(io::stdout().lock());
