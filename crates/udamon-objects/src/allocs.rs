@@ -124,7 +124,7 @@ fn parse_maps(text: &str) -> Vec<TextMapping> {
 
 /// Modules whose frames are the allocator's, not the program's.
 fn allocator_module(path: &str) -> bool {
-    let base = path.rsplit('/').next().unwrap_or(path);
+    let base = crate::namer::basename(path);
     [
         "libc.so",
         "libc-",
@@ -215,7 +215,7 @@ impl Symbolizer {
             let Some(m) = maps.get(i).filter(|m| m.start <= pc) else {
                 continue;
             };
-            let base = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
+            let base = crate::namer::basename(&m.path).to_string();
             let (func, text, key) = match self.file(&m.path) {
                 Some((elf, code)) => {
                     let v = elf.vaddr_of_offset(m.offset);
@@ -272,17 +272,24 @@ pub struct SiteKey {
 /// reached from several inlined copies).
 const MAX_SITE_KEYS: usize = 16;
 
-/// What the side files of a record hold, per target, with the sites'
-/// names to be made objects by the namer.
+/// An allocation site.
+#[derive(Clone, Debug, Default)]
+pub struct Site {
+    /// `function (file:line)`, as the objects report names it.
+    pub name: String,
+    /// Where its return addresses are (at most [`MAX_SITE_KEYS`]).
+    pub keys: Vec<SiteKey>,
+    /// The most bytes its allocations held at once (exact for the big
+    /// ones, by weight for the sampled small ones): what a hint on the
+    /// site would lock.
+    pub peak: u64,
+}
+
+/// What the side files of a record hold, per target, with the sites to
+/// be made objects by the namer.
 pub(crate) struct Loaded {
     pub targets: HashMap<u32, TargetAllocs>,
-    pub sites: Vec<String>,
-    /// Per site, where its return addresses are.
-    pub site_keys: Vec<Vec<SiteKey>>,
-    /// Per site, the most bytes its allocations held at once (exact for
-    /// the big ones, by weight for the sampled small ones): what a hint
-    /// on the site would lock.
-    pub site_peak: Vec<u64>,
+    pub sites: Vec<Site>,
     pub notes: Vec<String>,
     pub files: usize,
 }
@@ -299,8 +306,6 @@ pub(crate) fn load(
     let mut out = Loaded {
         targets: HashMap::new(),
         sites: Vec::new(),
-        site_keys: Vec::new(),
-        site_peak: Vec::new(),
         notes: Vec::new(),
         files: 0,
     };
@@ -363,11 +368,13 @@ pub(crate) fn load(
                     let (name, key) = sym.site(stack, m);
                     let next = site_ids.len() as u32;
                     let id = *site_ids.entry(name.clone()).or_insert_with(|| {
-                        out.sites.push(name);
-                        out.site_keys.push(Vec::new());
+                        out.sites.push(Site {
+                            name,
+                            ..Site::default()
+                        });
                         next
                     });
-                    let keys = &mut out.site_keys[id as usize];
+                    let keys = &mut out.sites[id as usize].keys;
                     if let Some(k) = key {
                         if !keys.contains(&k) && keys.len() < MAX_SITE_KEYS {
                             keys.push(k);
@@ -419,13 +426,13 @@ pub(crate) fn load(
     }
     // Frees before allocations at the same time.
     events.sort_by_key(|e| (e.0, e.1));
-    out.site_peak = vec![0; out.sites.len()];
     let mut now = vec![0u64; out.sites.len()];
     for (_, alloc, site, bytes) in events {
         let n = &mut now[site as usize];
         if alloc {
             *n += bytes;
-            out.site_peak[site as usize] = out.site_peak[site as usize].max(*n);
+            let peak = &mut out.sites[site as usize].peak;
+            *peak = (*peak).max(*n);
         } else {
             *n = n.saturating_sub(bytes);
         }

@@ -143,24 +143,19 @@ pub fn choose(report: &ObjectsReport, namer: &mut Namer, opts: &HintsOptions) ->
     let mut left = opts.max_bytes.unwrap_or(u64::MAX);
     let mut out = Hints::default();
     for r in rows {
-        // An object larger than what is left gets a part of it (its first
-        // ranges, up to what is left), as the seeds locked "a portion of
-        // the hot memory area" when all of it did not fit; less than
-        // PART_MIN left is not worth a hint.
-        // An allocation site's hint acts on its whole allocations: it
-        // costs what they held at the most, and is never given in part.
-        let key = Object {
+        let id = namer.id_of(&Object {
             kind: r.kind,
             name: r.name.clone(),
             file: r.file.clone(),
-        };
-        let size = match r.kind {
-            Kind::AllocSite => namer
-                .id_of(&key)
-                .and_then(|id| namer.site_peak(id))
-                .map_or(r.bytes, |p| p.max(r.bytes)),
-            _ => r.bytes,
-        };
+        });
+        let site = id.and_then(|id| namer.site(id)).cloned();
+        // An allocation site's hint acts on its whole allocations: it
+        // costs what they held at the most, and is never given in part.
+        // Anything else larger than what is left gets a part (its first
+        // ranges, up to what is left), as the seeds locked "a portion of
+        // the hot memory area" when all of it did not fit; less than
+        // PART_MIN left is not worth a hint.
+        let size = site.as_ref().map_or(r.bytes, |s| s.peak.max(r.bytes));
         let bytes = size.min(left);
         if bytes < size && (bytes < PART_MIN || r.kind == Kind::AllocSite) {
             continue;
@@ -170,25 +165,21 @@ pub fn choose(report: &ObjectsReport, namer: &mut Namer, opts: &HintsOptions) ->
             Some(t) => vec![t],
             None => namer.targets(),
         };
+        let sites = site.map_or_else(Vec::new, |s| {
+            s.keys
+                .iter()
+                .map(|k| {
+                    (
+                        k.build_id.clone().unwrap_or_else(|| "-".into()),
+                        k.file.clone(),
+                        format!("{:#x}", k.vaddr),
+                    )
+                })
+                .collect()
+        });
         let mut ranges = Vec::new();
         let mut want = bytes;
-        let sites = namer
-            .id_of(&key)
-            .map(|id| {
-                namer
-                    .site_keys(id)
-                    .iter()
-                    .map(|k| {
-                        (
-                            k.build_id.clone().unwrap_or_else(|| "-".into()),
-                            k.file.clone(),
-                            format!("{:#x}", k.vaddr),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        if let Some(id) = namer.id_of(&key) {
+        if let Some(id) = id {
             for t in targets {
                 for (a, b) in namer.ranges_of(t, id) {
                     if want == 0 {
@@ -303,7 +294,7 @@ impl Hints {
                 }
             };
             let before = lines.len();
-            let file = h.file.rsplit('/').next().unwrap_or(&h.file).to_string();
+            let file = crate::namer::basename(&h.file).to_string();
             if let (Some(v), Some(size)) = (h.symbol_vaddr.as_deref().and_then(hex), h.symbol_size)
             {
                 lines.push(HintLine {

@@ -75,6 +75,22 @@ struct Layout {
     maps: Vec<(u64, u64, Arc<Vec<Piece>>)>,
 }
 
+impl Layout {
+    /// Its pieces within `start..end`, each clipped to it, in address
+    /// order.
+    fn clipped(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64, ObjId)> + '_ {
+        let first = self.maps.partition_point(|m| m.1 <= start);
+        self.maps[first..]
+            .iter()
+            .take_while(move |(ms, _, _)| *ms < end)
+            .flat_map(move |(_, _, pieces)| {
+                let p0 = pieces.partition_point(|p| p.end <= start);
+                pieces[p0..].iter().take_while(move |p| p.start < end)
+            })
+            .map(move |p| (p.start.max(start), p.end.min(end), p.obj))
+    }
+}
+
 /// Which mappings hold from when, per target.
 #[derive(Debug, Default)]
 struct Versions {
@@ -122,12 +138,11 @@ pub struct Namer {
     /// Sampled allocations per target, and each site's object.
     allocs: HashMap<u32, crate::allocs::TargetAllocs>,
     site_objs: Vec<ObjId>,
-    site_keys: HashMap<ObjId, Vec<crate::allocs::SiteKey>>,
-    site_peak: HashMap<ObjId, u64>,
+    sites: HashMap<ObjId, crate::allocs::Site>,
 }
 
 /// The last path component, for short names.
-fn basename(path: &str) -> &str {
+pub(crate) fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
@@ -183,14 +198,10 @@ impl Namer {
         out
     }
 
-    /// Where an allocation site's return addresses are in their files.
-    pub fn site_keys(&self, obj: ObjId) -> &[crate::allocs::SiteKey] {
-        self.site_keys.get(&obj).map_or(&[], |k| k.as_slice())
-    }
-
-    /// The most bytes an allocation site's allocations held at once.
-    pub fn site_peak(&self, obj: ObjId) -> Option<u64> {
-        self.site_peak.get(&obj).copied()
+    /// An allocation site: where its return addresses are, and the most
+    /// bytes its allocations held at once.
+    pub fn site(&self, obj: ObjId) -> Option<&crate::allocs::Site> {
+        self.sites.get(&obj)
     }
 
     /// The targets with mappings.
@@ -240,40 +251,13 @@ impl Namer {
         let layout = self
             .version_at(idx, at_us)
             .and_then(|i| self.layout(idx, i));
-        self.resolve_in(idx, at_us, layout, start, end, out);
-    }
-
-    fn resolve_in(
-        &mut self,
-        idx: u32,
-        at_us: u64,
-        layout: Option<Arc<Layout>>,
-        start: u64,
-        end: u64,
-        out: &mut Vec<(ObjId, u64)>,
-    ) {
         let mut cursor = start;
-        if let Some(layout) = layout {
-            let first = layout.maps.partition_point(|m| m.1 <= start);
-            for (ms, _, pieces) in &layout.maps[first..] {
-                if *ms >= end {
-                    break;
-                }
-                let p0 = pieces.partition_point(|p| p.end <= start.max(*ms));
-                for p in &pieces[p0..] {
-                    if p.start >= end {
-                        break;
-                    }
-                    let (a, b) = (p.start.max(start), p.end.min(end));
-                    if a < b {
-                        if a > cursor {
-                            self.unmapped(cursor, a, out);
-                        }
-                        self.push_piece(idx, at_us, p.obj, a, b, out);
-                        cursor = cursor.max(b);
-                    }
-                }
+        for (a, b, obj) in layout.iter().flat_map(|l| l.clipped(start, end)) {
+            if a > cursor {
+                self.unmapped(cursor, a, out);
             }
+            self.push_piece(idx, at_us, obj, a, b, out);
+            cursor = b;
         }
         if cursor < end {
             self.unmapped(cursor, end, out);
@@ -290,26 +274,9 @@ impl Namer {
         start: u64,
         end: u64,
     ) -> Vec<(u64, u64, ObjId)> {
-        let Some(layout) = self
-            .version_at(idx, at_us)
+        self.version_at(idx, at_us)
             .and_then(|i| self.layout(idx, i))
-        else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        let first = layout.maps.partition_point(|m| m.1 <= start);
-        for (ms, _, pieces) in &layout.maps[first..] {
-            if *ms >= end {
-                break;
-            }
-            for p in pieces.iter() {
-                let (a, b) = (p.start.max(start), p.end.min(end));
-                if a < b {
-                    out.push((a, b, p.obj));
-                }
-            }
-        }
-        out
+            .map_or_else(Vec::new, |l| l.clipped(start, end).collect())
     }
 
     /// `a..b` of mapping object `obj`: anonymous memory goes to the
@@ -372,27 +339,16 @@ impl Namer {
         let loaded = crate::allocs::load(&path, start, table, &mut sym);
         self.site_objs = loaded
             .sites
-            .into_iter()
-            .map(|name| {
+            .iter()
+            .map(|site| {
                 self.id(Object {
                     kind: Kind::AllocSite,
-                    name,
+                    name: site.name.clone(),
                     file: String::new(),
                 })
             })
             .collect();
-        self.site_keys = self
-            .site_objs
-            .iter()
-            .copied()
-            .zip(loaded.site_keys)
-            .collect();
-        self.site_peak = self
-            .site_objs
-            .iter()
-            .copied()
-            .zip(loaded.site_peak)
-            .collect();
+        self.sites = self.site_objs.iter().copied().zip(loaded.sites).collect();
         self.allocs = loaded.targets;
         self.notes.extend(loaded.notes);
         self.notes.extend(sym.notes);
@@ -456,9 +412,13 @@ impl Namer {
             if m.end <= m.start {
                 continue;
             }
-            let elf = self.elf_of(m);
+            // The ELF file this mapping maps, with its load bias.
+            let elf = self.elf_of(m).and_then(|f| {
+                let v = f.vaddr_of_offset(m.offset)?;
+                Some((f, m.start.wrapping_sub(v)))
+            });
+            // Else, the `.bss` of the ELF file just before it.
             let ctx = match (&elf, &prev) {
-                (Some(_), _) => None,
                 (None, Some((f, path, id, bias, end)))
                     if m.path.is_empty() && m.inode == 0 && m.start == *end =>
                 {
@@ -476,13 +436,7 @@ impl Namer {
                 Some(p) => p.clone(),
                 None => {
                     let p = Arc::new(match (&elf, &ctx) {
-                        (Some(f), _) => match f.vaddr_of_offset(m.offset) {
-                            Some(v) => {
-                                let bias = m.start.wrapping_sub(v);
-                                self.elf_pieces(f, &m.path, m.start, m.end, bias)
-                            }
-                            None => self.whole(m),
-                        },
+                        (Some((f, bias)), _) => self.elf_pieces(f, &m.path, m.start, m.end, *bias),
                         (None, Some((f, path, _, bias))) => {
                             self.elf_pieces(f, path, m.start, m.end, *bias)
                         }
@@ -493,10 +447,10 @@ impl Namer {
                 }
             };
             prev = match (elf, ctx) {
-                (Some(f), _) => f.vaddr_of_offset(m.offset).map(|v| {
+                (Some((f, bias)), _) => {
                     let id = m.build_id.clone().unwrap_or_default();
-                    (f, m.path.clone(), id, m.start.wrapping_sub(v), m.end)
-                }),
+                    Some((f, m.path.clone(), id, bias, m.end))
+                }
                 (None, Some((f, p, id, b))) => Some((f, p, id, b, m.end)),
                 (None, None) => None,
             };
