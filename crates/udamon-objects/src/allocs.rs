@@ -124,7 +124,7 @@ fn parse_maps(text: &str) -> Vec<TextMapping> {
 
 /// Modules whose frames are the allocator's, not the program's.
 fn allocator_module(path: &str) -> bool {
-    let base = crate::namer::basename(path);
+    let base = crate::paths::basename(path);
     [
         "libc.so",
         "libc-",
@@ -215,7 +215,7 @@ impl Symbolizer {
             let Some(m) = maps.get(i).filter(|m| m.start <= pc) else {
                 continue;
             };
-            let base = crate::namer::basename(&m.path).to_string();
+            let base = crate::paths::basename(&m.path).to_string();
             let (func, text, key) = match self.file(&m.path) {
                 Some((elf, code)) => {
                     let v = elf.vaddr_of_offset(m.offset);

@@ -294,7 +294,7 @@ impl Hints {
                 }
             };
             let before = lines.len();
-            let file = crate::namer::basename(&h.file).to_string();
+            let file = crate::paths::basename(&h.file).to_string();
             if let (Some(v), Some(size)) = (h.symbol_vaddr.as_deref().and_then(hex), h.symbol_size)
             {
                 lines.push(HintLine {

@@ -9,6 +9,7 @@
 pub mod allocs;
 pub mod hints;
 pub mod namer;
+mod paths;
 pub mod report;
 
 pub use hints::{Hint, HintAction, Hints, HintsError, HintsOptions};

@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 use udamon_elf::ElfFile;
 use udamon_record::{MapInfo, MapsEvent};
 
+use crate::paths::basename;
+
 /// What kind of object a name is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -139,11 +141,6 @@ pub struct Namer {
     allocs: HashMap<u32, crate::allocs::TargetAllocs>,
     site_objs: Vec<ObjId>,
     sites: HashMap<ObjId, crate::allocs::Site>,
-}
-
-/// The last path component, for short names.
-pub(crate) fn basename(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 impl Namer {
