@@ -432,8 +432,13 @@ pub enum SchemesCommand {
         /// Scheme file: one-line text, TOML or JSON
         file: PathBuf,
         /// Print the normalised form as JSON instead of TOML
-        #[arg(long)]
+        #[arg(long, conflicts_with = "damo")]
         json: bool,
+        /// Print the schemes in damo's JSON layout instead, the list `damo
+        /// start --schemes FILE` reads (fails on what only udamon's engine
+        /// does)
+        #[arg(long)]
+        damo: bool,
     },
 }
 

@@ -104,6 +104,14 @@ pub trait Operations {
         None
     }
 
+    /// Of `range` of target `idx`, the bytes on NUMA node `nid` and the
+    /// bytes on any node (resident ones where the space is virtual), for
+    /// the `node_eligible_mem_bp` goal; `None` where the operations set
+    /// cannot tell.
+    fn node_bytes(&mut self, _idx: usize, _range: AddrRange, _nid: u32) -> Option<(u64, u64)> {
+        None
+    }
+
     /// Free memory in per-mille of the total, for watermarks; `None` where
     /// unknown (schemes with a `free_mem_rate` watermark then stay off).
     fn free_mem_rate(&mut self, _now_us: u64) -> Option<u32> {

@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use udamon_core::schemes::{AccessPattern, Action, Damos, DamosStats};
+use udamon_core::schemes::{AccessPattern, Action, Damos, DamosStats, GoalMetric};
 use udamon_core::{AddrRange, Attrs, Monitor, RegionSnapshot, Snapshot, TargetSnapshot};
 
 use crate::error::{needs_for_entry, needs_for_keyword};
@@ -83,6 +83,21 @@ impl KdamonConfig {
         self.attrs.validate()?;
         for s in &self.all_schemes() {
             scheme_writes(s, &self.attrs, FilterDirs::Split)?;
+            let eligible = s
+                .quota
+                .goals
+                .iter()
+                .any(|g| g.metric == GoalMetric::NodeEligibleMemBp);
+            if eligible && self.ops != OpsKind::Paddr {
+                return Err(Error::NoKernelEquivalent {
+                    what: format!(
+                        "quota goal metric node_eligible_mem_bp on {}",
+                        self.ops.name()
+                    ),
+                    fix: "kernel DAMON measures it on paddr only (Linux 7.2+): monitor the \
+                          physical space, or use udamon's engine (the simulator measures it)",
+                });
+            }
         }
         Ok(())
     }
@@ -534,6 +549,7 @@ impl KdamonDriver {
             sz_applied: get("sz_applied", false)?,
             sz_ops_filter_passed: get("sz_ops_filter_passed", true)?,
             qt_exceeds: get("qt_exceeds", false)?,
+            nr_snapshots: get("nr_snapshots", true)?,
         })
     }
 

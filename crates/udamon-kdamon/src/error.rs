@@ -50,6 +50,14 @@ pub enum Error {
         "snapshots are off in this driver's config; set `snapshots: true` to read tried regions"
     )]
     NoSnapshots,
+    /// A file holds what the kernel does not write there (a DAMON_STAT
+    /// parameter of the wrong shape).
+    #[error("{} holds {value:?}, expected {expected}", path.display())]
+    Malformed {
+        path: PathBuf,
+        value: String,
+        expected: String,
+    },
 }
 
 impl Error {
@@ -69,7 +77,8 @@ impl Error {
             | Error::Parse { .. }
             | Error::NotStarted
             | Error::Running
-            | Error::NoSnapshots => K::Failure,
+            | Error::NoSnapshots
+            | Error::Malformed { .. } => K::Failure,
         }
     }
 }
@@ -89,8 +98,12 @@ pub fn needs_for_entry(name: &str) -> Option<&'static str> {
         "allow" | "sz_ops_filter_passed" => "Linux 6.14+",
         "core_filters" | "ops_filters" | "intervals_goal" => "Linux 6.15+",
         "nid" => "Linux 6.16+",
-        "refresh_ms" => "Linux 6.17+",
+        "refresh_ms" | "dests" | "nr_dests" => "Linux 6.17+",
+        "addr_unit" => "Linux 6.18+",
+        "path" | "obsolete_target" => "Linux 6.19+",
+        "nr_snapshots" | "max_nr_snapshots" => "Linux 7.0+",
         "goal_tuner" => "Linux 7.1+",
+        "pause" | "fail_charge_num" | "fail_charge_denom" => "Linux 7.2+",
         _ => return None,
     })
 }
@@ -110,8 +123,10 @@ pub fn needs_for_keyword(kw: &str) -> Option<&'static str> {
         "migrate_hot" | "migrate_cold" => "Linux 6.11+",
         "hugepage_size" | "unmapped" | "active" => "Linux 6.15+",
         "node_mem_used_bp" | "node_mem_free_bp" => "Linux 6.16+",
+        "node_memcg_used_bp" | "node_memcg_free_bp" => "Linux 6.19+",
+        "active_mem_bp" | "inactive_mem_bp" => "Linux 7.0+",
         "temporal" | "consist" => "Linux 7.1+",
-        "collapse" => "Linux 7.2+",
+        "collapse" | "node_eligible_mem_bp" => "Linux 7.2+",
         _ => return None,
     })
 }

@@ -46,12 +46,14 @@
 //! ```
 
 pub mod claim;
+pub mod damon_stat;
 mod driver;
 mod error;
 mod sysfs;
 pub mod trace;
 pub mod translate;
 
+pub use damon_stat::DamonStat;
 pub use driver::{admin_dir, KTarget, KdamonConfig, KdamonDriver, OpsKind, SchemeExtras};
 pub use error::{needs_for_entry, needs_for_keyword, Error};
 pub use sysfs::{FsIo, Sysfs};

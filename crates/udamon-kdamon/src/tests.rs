@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use udamon_core::schemes::{
-    AccessPattern, Action, Damos, DamosStats, Filter, FilterKind, GoalMetric, QuotaGoal,
+    AccessPattern, Action, Damos, DamosStats, Dest, Filter, FilterKind, GoalMetric, QuotaGoal,
     WatermarkMetric, Watermarks,
 };
 use udamon_core::{AddrRange, Attrs, Monitor, RegionSnapshot};
@@ -67,6 +67,9 @@ const SCHEME: &[&str] = &[
     "quotas/weights/nr_accesses_permil=0",
     "quotas/weights/age_permil=0",
     "quotas/goals/nr_goals=0",
+    "quotas/fail_charge_num=0",
+    "quotas/fail_charge_denom=0",
+    "dests/nr_dests=0",
     "watermarks/metric=none",
     "watermarks/interval_us=0",
     "watermarks/high=0",
@@ -81,13 +84,17 @@ const SCHEME: &[&str] = &[
     "stats/sz_applied=0",
     "stats/qt_exceeds=0",
     "stats/sz_ops_filter_passed=0",
+    "stats/nr_snapshots=0",
+    "stats/max_nr_snapshots=0",
     "tried_regions/total_bytes=0",
 ];
+const DEST: &[&str] = &["id=0", "weight=0"];
 const GOAL: &[&str] = &[
     "target_metric=user_input",
     "target_value=0",
     "current_value=0",
     "nid=0",
+    "path=",
 ];
 const FILTER: &[&str] = &[
     "type=anon",
@@ -179,6 +186,7 @@ impl Sysfs for FakeKernel {
                 "schemes" => SCHEME,
                 "goals" => GOAL,
                 "filters" => FILTER,
+                "dests" => DEST,
                 _ => return Ok(()),
             };
             self.set_children(parent, n, template);
@@ -262,6 +270,7 @@ fn prcl() -> Damos {
         target_value: 1000,
         current_value: 0,
         nid: 0,
+        path: None,
     });
     s.watermarks = Watermarks {
         metric: WatermarkMetric::FreeMemRate,
@@ -455,6 +464,86 @@ fn refuses_a_busy_tree_and_writes_nothing() {
     assert_eq!(tree_snapshot(dir.path()), before);
 }
 
+/// The scheme features of Linux 6.17 to 7.2, each in its file.
+fn newer() -> Damos {
+    let mut s = Damos::new(AccessPattern::default(), Action::MigrateHot);
+    s.dests = vec![Dest { node: 0, weight: 3 }, Dest { node: 2, weight: 1 }];
+    s.max_nr_snapshots = 40;
+    s.quota.sz = 1 << 30;
+    s.quota.reset_interval_ms = 1000;
+    s.quota.fail_charge_num = 1;
+    s.quota.fail_charge_denom = 4;
+    s.quota.goals.push(QuotaGoal {
+        nid: 1,
+        path: Some("/workload".into()),
+        ..QuotaGoal::new(GoalMetric::NodeMemcgUsedBp, 3000)
+    });
+    s.quota
+        .goals
+        .push(QuotaGoal::new(GoalMetric::InactiveMemBp, 4000));
+    s
+}
+
+#[test]
+fn newer_kernel_features_are_written_where_the_kernel_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![newer()]), Box::new(fake));
+    d.start().unwrap();
+    let w = writes_under(&log, "kdamonds/0/contexts/0/schemes/0/");
+    for want in [
+        ("dests/nr_dests", "2"),
+        ("dests/0/id", "0"),
+        ("dests/0/weight", "3"),
+        ("dests/1/id", "2"),
+        ("dests/1/weight", "1"),
+        ("stats/max_nr_snapshots", "40"),
+        ("quotas/fail_charge_num", "1"),
+        ("quotas/fail_charge_denom", "4"),
+        ("quotas/goals/0/target_metric", "node_memcg_used_bp"),
+        ("quotas/goals/0/nid", "1"),
+        ("quotas/goals/0/path", "/workload"),
+        ("quotas/goals/1/target_metric", "inactive_mem_bp"),
+    ] {
+        assert!(
+            w.contains(&(want.0.to_string(), want.1.to_string())),
+            "{want:?} not in {w:?}"
+        );
+    }
+    // The nid of a goal that has none and the dests of a scheme without
+    // them are left alone, so older kernels take the rest.
+    assert!(!w
+        .iter()
+        .any(|(p, _)| p == "quotas/goals/1/nid" || p == "quotas/goals/1/path"));
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.start().unwrap();
+    let w = writes_under(&log, "kdamonds/0/contexts/0/schemes/0/");
+    assert!(
+        !w.iter().any(|(p, _)| p.starts_with("dests")
+            || p.contains("fail_charge")
+            || p.ends_with("max_nr_snapshots")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn node_eligible_goals_need_the_physical_space() {
+    let mut s = Damos::new(AccessPattern::default(), Action::MigrateHot);
+    s.target_nid = Some(1);
+    s.quota
+        .goals
+        .push(QuotaGoal::new(GoalMetric::NodeEligibleMemBp, 5000));
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![s.clone()]), Box::new(fake));
+    let e = d.start().unwrap_err();
+    assert!(matches!(e, Error::NoKernelEquivalent { .. }), "{e}");
+    assert!(e.to_string().contains("paddr only (Linux 7.2+)"), "{e}");
+    assert!(log.borrow().is_empty(), "refused before any write");
+}
+
 #[test]
 fn missing_features_are_named_and_the_kdamond_removed() {
     let cases: &[(&[&str], Damos, &str)] = &[
@@ -472,6 +561,18 @@ fn missing_features_are_named_and_the_kdamond_removed() {
             "apply_interval_us needs Linux 6.7+",
         ),
         (&["goals"], prcl(), "goals needs Linux 6.8+"),
+        (&["dests"], newer(), "dests needs Linux 6.17+"),
+        (&["path"], newer(), "path needs Linux 6.19+"),
+        (
+            &["max_nr_snapshots"],
+            newer(),
+            "max_nr_snapshots needs Linux 7.0+",
+        ),
+        (
+            &["fail_charge_num"],
+            newer(),
+            "fail_charge_num needs Linux 7.2+",
+        ),
     ];
     for (omit, scheme, want) in cases {
         let dir = tempfile::tempdir().unwrap();
@@ -557,6 +658,7 @@ fn stats_read_back() {
         ("nr_applied", 3),
         ("sz_applied", 4096),
         ("qt_exceeds", 2),
+        ("nr_snapshots", 5),
     ] {
         std::fs::write(st.join(f), format!("{v}\n")).unwrap();
     }
@@ -570,6 +672,7 @@ fn stats_read_back() {
             sz_applied: 4096,
             sz_ops_filter_passed: 0,
             qt_exceeds: 2,
+            nr_snapshots: 5,
         }]
     );
     assert_eq!(log.borrow().last().unwrap().1, "update_schemes_stats");

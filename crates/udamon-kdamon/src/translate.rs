@@ -59,6 +59,17 @@ pub fn scheme_writes(s: &Damos, attrs: &Attrs, dirs: FilterDirs) -> Result<Vec<W
     if let Some(nid) = s.target_nid {
         w(&mut out, "target_nid", nid);
     }
+    // Written only when set, so kernels before 6.17 take the rest.
+    if !s.dests.is_empty() {
+        w(&mut out, "dests/nr_dests", s.dests.len());
+        for (i, d) in s.dests.iter().enumerate() {
+            w(&mut out, format!("dests/{i}/id"), d.node);
+            w(&mut out, format!("dests/{i}/weight"), d.weight);
+        }
+    }
+    if s.max_nr_snapshots != 0 {
+        w(&mut out, "stats/max_nr_snapshots", s.max_nr_snapshots);
+    }
     if s.apply_interval_us != 0 {
         w(&mut out, "apply_interval_us", s.apply_interval_us);
     }
@@ -75,6 +86,10 @@ pub fn scheme_writes(s: &Damos, attrs: &Attrs, dirs: FilterDirs) -> Result<Vec<W
         q.weights.nr_accesses,
     );
     w(&mut out, "quotas/weights/age_permil", q.weights.age);
+    if q.fail_charge_denom != 0 {
+        w(&mut out, "quotas/fail_charge_num", q.fail_charge_num);
+        w(&mut out, "quotas/fail_charge_denom", q.fail_charge_denom);
+    }
     // The default is not written, so that kernels before 7.1 take it.
     match (q.goal_tuner, q.goal_tuner.kernel_name()) {
         (GoalTuner::Consist, _) => {}
@@ -104,6 +119,9 @@ pub fn scheme_writes(s: &Damos, attrs: &Attrs, dirs: FilterDirs) -> Result<Vec<W
             }
             if g.metric.is_per_node() {
                 w(&mut out, format!("{d}/nid"), g.nid);
+            }
+            if let Some(p) = &g.path {
+                w(&mut out, format!("{d}/path"), p);
             }
         }
     }

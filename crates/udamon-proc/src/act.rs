@@ -253,10 +253,21 @@ impl Pidfd {
     /// [`PidReused`] (see [`pid_reused`]) when the pid names another
     /// process afterwards; otherwise the kernel's error.
     pub fn move_to_node(&self, ranges: &[AddrRange], nid: u32) -> io::Result<u64> {
+        self.move_to_nodes(ranges, |_| nid)
+    }
+
+    /// [`move_to_node`](Self::move_to_node) with each page's node given by
+    /// its address (weighted destinations); returns the bytes that reached
+    /// their node.
+    pub fn move_to_nodes(
+        &self,
+        ranges: &[AddrRange],
+        node_of: impl Fn(u64) -> u32,
+    ) -> io::Result<u64> {
         let pid = self.pid;
         self.move_with(
             ranges,
-            nid,
+            node_of,
             |pages, nodes, status| {
                 // SAFETY: the three arrays have `pages.len()` entries and
                 // outlive the call; the kernel only reads the page addresses
@@ -286,7 +297,7 @@ impl Pidfd {
     fn move_with(
         &self,
         ranges: &[AddrRange],
-        nid: u32,
+        node_of: impl Fn(u64) -> u32,
         mut call: impl FnMut(&[*mut libc::c_void], &[libc::c_int], &mut [libc::c_int]) -> io::Result<()>,
         start_now: impl Fn() -> Option<u64>,
     ) -> io::Result<u64> {
@@ -308,7 +319,10 @@ impl Pidfd {
                     )),
                 ));
             }
-            let nodes = vec![nid as libc::c_int; pages.len()];
+            let nodes: Vec<libc::c_int> = pages
+                .iter()
+                .map(|p| node_of(*p as u64) as libc::c_int)
+                .collect();
             let mut status = vec![0 as libc::c_int; pages.len()];
             let r = call(pages, &nodes, &mut status);
             // Unsure (the poll failed) counts as exited: the start time
@@ -329,7 +343,7 @@ impl Pidfd {
                 });
             }
             r?;
-            moved += status.iter().filter(|&&s| s == nid as libc::c_int).count() as u64 * PAGE;
+            moved += status.iter().zip(&nodes).filter(|(s, n)| s == n).count() as u64 * PAGE;
             pages.clear();
             Ok(())
         };
@@ -482,7 +496,7 @@ mod tests {
         let e = fd
             .move_with(
                 &PAGES,
-                0,
+                |_| 0,
                 |_, _, _| {
                     calls += 1;
                     Ok(())
@@ -521,7 +535,7 @@ mod tests {
             let e = fd
                 .move_with(
                     &PAGES,
-                    0,
+                    |_| 0,
                     |_, _, _| {
                         c.kill().unwrap();
                         wait_exit(&fd);
@@ -549,7 +563,7 @@ mod tests {
         let n = fd
             .move_with(
                 &big,
-                1,
+                |_| 1,
                 |pages, nodes, status| {
                     calls += 1;
                     assert!(nodes.iter().all(|&n| n == 1));

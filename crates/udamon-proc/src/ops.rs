@@ -320,6 +320,58 @@ impl ProcOps {
 
     /// Whether target `i` is still the process that was chosen; marks it
     /// ended (exited, or its pid reused) when it is not.
+    /// `move_pages` of `parts` of target `idx` to weighted destinations,
+    /// each page to the node the kernel's interleave gives its page offset
+    /// in its mapping (the file offset for file mappings, the address for
+    /// anonymous ones, as a fresh anonymous mapping's offset is). When a
+    /// destination has less room than its share, every share shrinks
+    /// alike: user space never fills a node.
+    fn move_weighted(
+        &mut self,
+        idx: usize,
+        parts: &[AddrRange],
+        dests: &[udamon_core::schemes::Dest],
+    ) -> std::io::Result<u64> {
+        const PAGE: u64 = 4096;
+        let total: u64 = parts.iter().map(AddrRange::sz).sum();
+        let weights: u64 = dests.iter().map(|d| u64::from(d.weight)).sum();
+        if total == 0 || weights == 0 {
+            return Ok(0);
+        }
+        let mut allowed = total;
+        for d in dests.iter().filter(|d| d.weight > 0) {
+            let share = (u128::from(total) * u128::from(d.weight) / u128::from(weights)) as u64;
+            if let Some(room) = node_room(&self.root, d.node) {
+                if room < share {
+                    allowed = allowed.min(
+                        (u128::from(total) * u128::from(room) / u128::from(share.max(1))) as u64,
+                    );
+                }
+            }
+        }
+        let parts = first_bytes(parts, allowed);
+        let maps = self.targets[idx]
+            .pass_maps
+            .as_ref()
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default();
+        let node_of = |addr: u64| {
+            let index = match maps
+                .iter()
+                .find(|m| m.range.start <= addr && addr < m.range.end)
+            {
+                Some(m) if m.inode != 0 => m.offset / PAGE + (addr - m.range.start) / PAGE,
+                _ => addr / PAGE,
+            };
+            udamon_core::schemes::dest_index(dests, index).map_or(0, |i| dests[i].node)
+        };
+        let fd = self.targets[idx]
+            .pidfd
+            .as_ref()
+            .expect("checked by the caller");
+        fd.move_to_nodes(&parts, node_of)
+    }
+
     fn alive(&mut self, i: usize) -> bool {
         if self.targets.get(i).is_none_or(|t| t.ended.is_some()) {
             return false;
@@ -633,6 +685,9 @@ impl Operations for ProcOps {
             (_, Some(advice), Some(fd)) => fd.madvise(&parts, advice),
             // move_pages takes a pid: the pidfd is checked around every call
             // (act.rs says what that proves); the kernel has no pidfd form.
+            (Action::MigrateHot | Action::MigrateCold, _, Some(_)) if !scheme.dests.is_empty() => {
+                self.move_weighted(idx, &parts, &scheme.dests)
+            }
             (Action::MigrateHot | Action::MigrateCold, _, Some(fd)) => match scheme.target_nid {
                 // Never fill the destination: the kernel's reclaim backs its
                 // own migrations up, user space has no such backstop.
@@ -697,6 +752,23 @@ impl Operations for ProcOps {
                 some.split_whitespace()
                     .find_map(|w| w.strip_prefix("total=")?.parse().ok())
             }
+            GoalMetric::ActiveMemBp | GoalMetric::InactiveMemBp => {
+                let text = read("proc/meminfo")?;
+                let active = proc_field(&text, "Active:")?;
+                let inactive = proc_field(&text, "Inactive:")?;
+                let part = if goal.metric == GoalMetric::ActiveMemBp {
+                    active
+                } else {
+                    inactive
+                };
+                Some(part * 10_000 / (active + inactive).max(1))
+            }
+            GoalMetric::NodeMemcgUsedBp | GoalMetric::NodeMemcgFreeBp => node_memcg_bp(
+                &self.root,
+                goal.nid,
+                goal.path.as_deref().unwrap_or("/"),
+                goal.metric == GoalMetric::NodeMemcgFreeBp,
+            ),
             GoalMetric::RefaultRate => {
                 let text = read("proc/vmstat")?;
                 Some(
@@ -756,6 +828,49 @@ pub fn node_mem_bp(root: &Path, nid: u32, free: bool) -> Option<u64> {
     })
 }
 
+/// The kernel's `node_memcg_used_bp` (or `_free_bp`): the LRU pages of
+/// memory cgroup `path` on node `nid` (the `active_*` and `inactive_*`
+/// lines of its `memory.numa_stat`) in basis points of the node's total,
+/// or the rest. A cgroup that does not exist uses nothing, as in the
+/// kernel.
+pub fn node_memcg_bp(root: &Path, nid: u32, path: &str, free: bool) -> Option<u64> {
+    let node =
+        std::fs::read_to_string(root.join(format!("sys/devices/system/node/node{nid}/meminfo")))
+            .ok()?;
+    let total = proc_field(&node, "MemTotal:")? * 1024;
+    if total == 0 {
+        return None;
+    }
+    let cg = root
+        .join("sys/fs/cgroup")
+        .join(path.trim_start_matches('/'))
+        .join("memory.numa_stat");
+    let used = match std::fs::read_to_string(cg) {
+        Ok(text) => {
+            let key = format!("N{nid}=");
+            text.lines()
+                .filter(|l| {
+                    [
+                        "active_anon ",
+                        "inactive_anon ",
+                        "active_file ",
+                        "inactive_file ",
+                    ]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+                })
+                .filter_map(|l| {
+                    l.split_whitespace()
+                        .find_map(|w| w.strip_prefix(key.as_str())?.parse::<u64>().ok())
+                })
+                .sum::<u64>()
+        }
+        Err(_) => 0,
+    };
+    let used = used.min(total);
+    Some(if free { total - used } else { used } * 10_000 / total)
+}
+
 /// The share of a node (basis points) that migrations by udamon's engine
 /// leave free: a floor under the node's free memory.
 pub const NODE_FREE_FLOOR_BP: u64 = 50;
@@ -802,9 +917,9 @@ pub fn unsupported_reason(scheme: &Damos) -> Option<String> {
             a.name()
         ));
     }
-    if matches!(a, Action::MigrateHot | Action::MigrateCold) && scheme.target_nid.is_none() {
+    if matches!(a, Action::MigrateHot | Action::MigrateCold) && !scheme.has_destination() {
         return Some(format!(
-            "action {} needs a target node (target_nid)",
+            "action {} needs a target node (target_nid) or weighted destinations (dests)",
             a.name()
         ));
     }
@@ -852,6 +967,10 @@ impl<O: Operations> Operations for Paced<O> {
 
     fn resident_ranges(&mut self, idx: usize, ranges: &[AddrRange]) -> Option<Vec<AddrRange>> {
         self.inner.resident_ranges(idx, ranges)
+    }
+
+    fn node_bytes(&mut self, idx: usize, range: AddrRange, nid: u32) -> Option<(u64, u64)> {
+        self.inner.node_bytes(idx, range, nid)
     }
 
     fn prepare_access_checks(&mut self, targets: &[Target], window: SampleWindow) {
@@ -1128,6 +1247,7 @@ mod tests {
             target_value: 0,
             current_value: 0,
             nid,
+            path: None,
         };
         assert_eq!(
             ops.goal_metric(0, &goal(GoalMetric::RssBp, 0), 0),
@@ -1150,6 +1270,49 @@ mod tests {
             Some(1234)
         );
         assert_eq!(ops.free_mem_rate(0), Some(250));
+
+        // The LRU lists, from /proc/meminfo's Active: and Inactive:.
+        let mut meminfo = std::fs::read_to_string(root.join("proc/meminfo")).unwrap_or_default();
+        meminfo.push_str(
+            "Active:          300 kB\nInactive:        100 kB\nActive(anon):     10 kB\n",
+        );
+        std::fs::write(root.join("proc/meminfo"), meminfo).unwrap();
+        assert_eq!(
+            ops.goal_metric(0, &goal(GoalMetric::ActiveMemBp, 0), 0),
+            Some(7500)
+        );
+        assert_eq!(
+            ops.goal_metric(0, &goal(GoalMetric::InactiveMemBp, 0), 0),
+            Some(2500)
+        );
+
+        // A cgroup's LRU pages on node 1 (bytes in memory.numa_stat) over
+        // the node's 1000 kB; a cgroup that does not exist uses nothing.
+        let cg = root.join("sys/fs/cgroup/work/a");
+        std::fs::create_dir_all(&cg).unwrap();
+        std::fs::write(
+            cg.join("memory.numa_stat"),
+            "anon N0=999999 N1=409600\nactive_anon N0=5 N1=102400\ninactive_anon N0=5 N1=51200\n\
+             active_file N0=0 N1=0\ninactive_file N0=0 N1=51200\nfile N1=51200\n",
+        )
+        .unwrap();
+        let memcg = |metric, path: &str| QuotaGoal {
+            path: Some(path.into()),
+            ..goal(metric, 1)
+        };
+        assert_eq!(
+            ops.goal_metric(0, &memcg(GoalMetric::NodeMemcgUsedBp, "/work/a"), 0),
+            Some(2000),
+            "200 KiB of 1000 kB"
+        );
+        assert_eq!(
+            ops.goal_metric(0, &memcg(GoalMetric::NodeMemcgFreeBp, "/work/a"), 0),
+            Some(8000)
+        );
+        assert_eq!(
+            ops.goal_metric(0, &memcg(GoalMetric::NodeMemcgUsedBp, "/gone"), 0),
+            Some(0)
+        );
     }
 
     #[test]

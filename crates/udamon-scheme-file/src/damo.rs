@@ -10,8 +10,8 @@
 //! an error naming the key.
 
 use udamon_core::schemes::{
-    AccessPattern, Action, Damos, Filter, FilterKind, FilterType, GoalMetric, Quota, QuotaGoal,
-    QuotaWeights, Watermarks,
+    AccessPattern, Action, Damos, Dest, Filter, FilterKind, FilterType, GoalMetric, Quota,
+    QuotaGoal, QuotaWeights, Watermarks,
 };
 
 use crate::error::{quote, Error};
@@ -54,6 +54,8 @@ const QUOTA_KEYS: &[&str] = &[
     "effective_sz_bytes",
     "weights",
     "goal_tuner",
+    "fail_charge_num",
+    "fail_charge_denom",
 ];
 const WEIGHT_KEYS: &[&str] = &["sz_permil", "nr_accesses_permil", "age_permil"];
 const GOAL_KEYS: &[&str] = &[
@@ -62,6 +64,8 @@ const GOAL_KEYS: &[&str] = &[
     "target_value",
     "current_value",
     "nid",
+    "memcg_path",
+    "complement",
     "target_value_bp",
     "current_value_bp",
 ];
@@ -117,6 +121,9 @@ pub(crate) fn looks_like_damo(n: &Node) -> bool {
         }),
         _ => false,
     };
+    // udamon's dests name a `node`, damo's an `id`
+    let dests_damo = matches!(n.get(&["dests"]).map(|d| &d.v),
+        Some(V::Arr(items)) if items.iter().any(|d| d.has("id")));
     // every damo pattern key but "age", which udamon's layout has too
     let damo_pattern: Vec<&str> = PATTERN_KEYS
         .iter()
@@ -129,7 +136,6 @@ pub(crate) fn looks_like_damo(n: &Node) -> bool {
             "quotas",
             "apply_interval_us",
             "stats",
-            "dests",
             "tried_regions",
             "tried_bytes",
         ],
@@ -139,6 +145,7 @@ pub(crate) fn looks_like_damo(n: &Node) -> bool {
             &["interval_us", "high_permil", "mid_permil", "low_permil"],
         )
         || filters_damo
+        || dests_damo
 }
 
 /// Every scheme of every context of every kdamond, in order.
@@ -230,29 +237,27 @@ pub(crate) fn scheme(r: &Reader, n: &Node) -> Result<Damos, Error> {
         s.target_nid = r.nid(t)?;
     }
     if let Some(d) = n.get(&["dests"]) {
-        let dests = r.array(d, "dests")?;
-        match dests {
-            [] => {}
-            [one] => {
-                keys(r, one, &["id", "weight"], "dests")?;
-                let id = r.nid(r.require(one, &["id"], "dest")?)?;
-                if s.target_nid.is_some() && s.target_nid != id {
-                    return Err(cannot(
-                        r,
-                        d.pos,
-                        "dests",
-                        "its node differs from target_nid",
-                    ));
+        let mut dests = Vec::new();
+        for one in r.array(d, "dests")? {
+            keys(r, one, &["id", "weight"], "dests")?;
+            let node = r.nid(r.require(one, &["id"], "dest")?)?.unwrap_or(0);
+            let weight = match one.get(&["weight"]) {
+                Some(w) => {
+                    r.scalar(w, |t| fields::uint(t, "dest weight", u64::from(u32::MAX)))? as u32
                 }
-                s.target_nid = id.or(s.target_nid);
-            }
-            _ => {
-                let why = format!(
-                    "{} destination nodes; udamon migrates to one node (target_nid)",
-                    dests.len()
-                );
-                return Err(cannot(r, d.pos, "dests", &why));
-            }
+                None => 1,
+            };
+            dests.push(Dest { node, weight });
+        }
+        s.dests = dests;
+    }
+    // damo keeps the user's max_nr_snapshots among the statistics.
+    if let Some(v) = n
+        .get(&["stats"])
+        .and_then(|st| st.get(&["max_nr_snapshots"]))
+    {
+        if !matches!(v.v, V::Null) {
+            s.max_nr_snapshots = r.scalar(v, |t| fields::uint(t, "max_nr_snapshots", u64::MAX))?;
         }
     }
     Ok(s)
@@ -439,6 +444,23 @@ fn quotas(r: &Reader, n: &Node) -> Result<Quota, Error> {
     if let Some(v) = n.get(&["goal_tuner"]) {
         q.goal_tuner = r.scalar(v, st::goal_tuner)?;
     }
+    let num = n.get(&["fail_charge_num"]);
+    let denom = n.get(&["fail_charge_denom"]);
+    if let Some(v) = num {
+        q.fail_charge_num = r.scalar(v, |t| fields::uint(t, "fail_charge_num", u64::MAX))?;
+    }
+    if let Some(v) = denom {
+        q.fail_charge_denom = r.scalar(v, |t| fields::uint(t, "fail_charge_denom", u64::MAX))?;
+    }
+    if q.fail_charge_denom == 0 && q.fail_charge_num != 0 {
+        let at = num.map_or(n.pos, |v| v.pos);
+        return Err(cannot(
+            r,
+            at,
+            "fail_charge_num",
+            "it needs fail_charge_denom above 0 (the kernel ignores it otherwise)",
+        ));
+    }
     Ok(q)
 }
 
@@ -471,29 +493,28 @@ fn goal(r: &Reader, n: &Node) -> Result<QuotaGoal, Error> {
         Some(v) => r.nid(v)?.unwrap_or(0),
         None => 0,
     };
+    if let Some(c) = n.get(&["complement"]) {
+        if !matches!(c.v, V::Null) && r.boolean(c, "complement")? {
+            return Err(cannot(
+                r,
+                c.pos,
+                "complement",
+                "a complemented goal metric is not in the kernels udamon drives",
+            ));
+        }
+    }
+    let path = r.goal_path(n, metric, n.get(&["memcg_path"]))?;
     Ok(QuotaGoal {
         metric,
         target_value,
         current_value,
         nid,
+        path,
     })
 }
 
 fn damo_goal_metric(t: &str) -> Result<GoalMetric, Problem> {
-    st::goal_metric(t).map_err(|mut p| {
-        if [
-            "active_mem_bp",
-            "inactive_mem_bp",
-            "node_memcg_used_bp",
-            "node_memcg_free_bp",
-            "node_eligible_mem_bp",
-        ]
-        .contains(&t)
-        {
-            p.msg = format!("damo goal metric {} has no udamon equivalent", quote(t));
-        }
-        p
-    })
+    st::goal_metric(t)
 }
 
 fn watermarks(r: &Reader, n: &Node) -> Result<Watermarks, Error> {

@@ -129,6 +129,12 @@ fn quota(q: &Quota) -> Option<(Table, Vec<Table>)> {
     if q.goal_tuner != GoalTuner::default() {
         t.push(("goal_tuner", s(q.goal_tuner.name())));
     }
+    if q.fail_charge_denom != 0 {
+        t.push((
+            "fail_charge",
+            s(format!("{}/{}", q.fail_charge_num, q.fail_charge_denom)),
+        ));
+    }
     let goals = q
         .goals
         .iter()
@@ -142,6 +148,9 @@ fn quota(q: &Quota) -> Option<(Table, Vec<Table>)> {
             }
             if g.nid != 0 || g.metric.is_per_node() {
                 gt.push(("nid", E::Int(g.nid.into())));
+            }
+            if let Some(p) = &g.path {
+                gt.push(("path", s(p.clone())));
             }
             gt
         })
@@ -175,6 +184,22 @@ fn out(d: &Damos) -> Out {
     }
     if let Some(nid) = d.target_nid {
         top.push(("target_nid", E::Int(nid.into())));
+    }
+    if !d.dests.is_empty() {
+        let dests = d
+            .dests
+            .iter()
+            .map(|x| {
+                E::Tab(vec![
+                    ("node", E::Int(x.node.into())),
+                    ("weight", E::Int(x.weight.into())),
+                ])
+            })
+            .collect();
+        top.push(("dests", E::Arr(dests)));
+    }
+    if d.max_nr_snapshots != 0 {
+        top.push(("max_nr_snapshots", E::Int(d.max_nr_snapshots)));
     }
     let filters = d
         .filters
@@ -374,7 +399,14 @@ pub(crate) fn describe(d: &Damos) -> String {
             }
         );
     }
-    if let Some(nid) = d.target_nid {
+    if !d.dests.is_empty() {
+        let nodes: Vec<String> = d
+            .dests
+            .iter()
+            .map(|x| format!("{}:{}", x.node, x.weight))
+            .collect();
+        let _ = write!(o, " to nodes {} (node:weight)", nodes.join(", "));
+    } else if let Some(nid) = d.target_nid {
         let _ = write!(o, " to node {nid}");
     }
     if d.apply_interval_us != 0 {
@@ -406,14 +438,27 @@ pub(crate) fn describe(d: &Damos) -> String {
                 quota.push_str(", ");
             }
             let _ = write!(quota, "goal {} {}", g.metric.name(), g.target_value);
+            if let Some(p) = &g.path {
+                let _ = write!(quota, " of {}", p.escape_debug());
+            }
             if g.metric.is_per_node() {
                 let _ = write!(quota, " on node {}", g.nid);
             }
+        }
+        if q.fail_charge_denom != 0 {
+            let _ = write!(
+                quota,
+                ", failures charged {}/{}",
+                q.fail_charge_num, q.fail_charge_denom
+            );
         }
         if q.goal_tuner != GoalTuner::default() {
             let _ = write!(quota, ", {} tuner", q.goal_tuner.name());
         }
         let _ = write!(o, " (quota {quota})");
+    }
+    if d.max_nr_snapshots != 0 {
+        let _ = write!(o, " (for {} passes)", d.max_nr_snapshots);
     }
     let w = &d.watermarks;
     if w.metric != WatermarkMetric::None {

@@ -51,6 +51,7 @@ use std::path::Path;
 use udamon_core::schemes::Damos;
 
 mod damo;
+mod damo_out;
 mod emit;
 mod error;
 mod fields;
@@ -60,6 +61,7 @@ mod text;
 mod tree;
 mod units;
 
+pub use damo_out::NotForDamo;
 pub use error::Error;
 
 /// The ways a scheme file can be written.
@@ -166,6 +168,13 @@ pub fn to_toml(schemes: &[Damos]) -> String {
 /// [`to_toml`] key for key.
 pub fn to_json(schemes: &[Damos]) -> serde_json::Value {
     emit::to_json(schemes)
+}
+
+/// The schemes in damo's JSON layout: the list `damo start --schemes
+/// FILE` reads. Fails on what only udamon's engine does (`mlock`, the
+/// `fast` tuner, the `rss_bp` and `refault_rate` goals).
+pub fn to_damo(schemes: &[Damos]) -> Result<serde_json::Value, NotForDamo> {
+    damo_out::to_damo(schemes)
 }
 
 /// One line for people, e.g. `pageout regions of 4.0 KiB.. with access

@@ -15,7 +15,8 @@ use crate::tree::{Node, V};
 use crate::units::Side;
 
 pub(crate) const GOAL_METRIC_EXPECTED: &str =
-    "one of user_input, some_mem_psi_us, node_mem_used_bp, node_mem_free_bp, rss_bp, refault_rate";
+    "one of user_input, some_mem_psi_us, node_mem_used_bp, node_mem_free_bp, node_memcg_used_bp, \
+     node_memcg_free_bp, active_mem_bp, inactive_mem_bp, node_eligible_mem_bp, rss_bp, refault_rate";
 pub(crate) const FILTER_TYPE_EXPECTED: &str =
     "one of addr, target, anon, young, memcg, hugepage_size, unmapped, active";
 
@@ -227,6 +228,34 @@ impl<'a> Reader<'a> {
         Ok(FilterKind::HugepageSize { min, max })
     }
 
+    /// A goal's memory cgroup: required by the `node_memcg_*` metrics,
+    /// refused by the others.
+    pub fn goal_path(
+        &self,
+        goal: &Node,
+        metric: GoalMetric,
+        path: Option<&Node>,
+    ) -> Result<Option<String>, Error> {
+        match (metric.needs_memcg(), path) {
+            (true, Some(p)) => self.memcg_path(p).map(Some),
+            (true, None) => Err(self.fail(
+                goal,
+                Problem::new(
+                    format!("goal metric {} needs a memory cgroup", metric.name()),
+                    "path = \"/workload\" (from the cgroup mount)",
+                ),
+            )),
+            (false, Some(p)) if !matches!(p.v, V::Null) => Err(self.fail(
+                p,
+                Problem::new(
+                    format!("goal metric {} takes no memory cgroup", metric.name()),
+                    "path only with node_memcg_used_bp or node_memcg_free_bp",
+                ),
+            )),
+            (false, _) => Ok(None),
+        }
+    }
+
     pub fn memcg_path(&self, n: &Node) -> Result<String, Error> {
         match &n.v {
             V::Str(s) if !s.is_empty() => Ok(s.clone()),
@@ -268,12 +297,31 @@ pub(crate) fn goal_metric(t: &str) -> Result<GoalMetric, Problem> {
 /// microseconds of stall (`10ms` converts), or a plain count.
 pub(crate) fn goal_value(metric: GoalMetric, t: &str, what: &str) -> Result<u64, Problem> {
     match metric {
-        GoalMetric::NodeMemUsedBp | GoalMetric::NodeMemFreeBp | GoalMetric::RssBp => {
-            fields::ratio(t, what, 10_000, u64::MAX)
-        }
         GoalMetric::SomeMemPsiUs => fields::time(t, None, what, TimeUnit::Us),
         GoalMetric::UserInput | GoalMetric::RefaultRate => fields::uint(t, what, u64::MAX),
+        m if m.is_bp() => fields::ratio(t, what, 10_000, u64::MAX),
+        _ => fields::uint(t, what, u64::MAX),
     }
+}
+
+/// A quota's charge ratio for failed actions, `"1/4"` (numerator over a
+/// denominator above 0).
+pub(crate) fn fail_charge(t: &str) -> Result<(u64, u64), Problem> {
+    let bad = || {
+        Problem::new(
+            format!("bad fail charge ratio {}", quote(t)),
+            "num/denom with denom above 0, e.g. \"1/4\" (a failed region charges a quarter of its size)",
+        )
+    };
+    let (n, d) = t.split_once('/').ok_or_else(bad)?;
+    let (n, d): (u64, u64) = (
+        n.trim().parse().map_err(|_| bad())?,
+        d.trim().parse().map_err(|_| bad())?,
+    );
+    if d == 0 {
+        return Err(bad());
+    }
+    Ok((n, d))
 }
 
 pub(crate) fn goal_tuner(t: &str) -> Result<GoalTuner, Problem> {

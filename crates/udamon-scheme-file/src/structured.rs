@@ -3,7 +3,7 @@
 //! by damo.rs.
 
 use udamon_core::schemes::{
-    AccessPattern, Damos, Filter, FilterKind, FilterType, Quota, QuotaGoal, QuotaWeights,
+    AccessPattern, Damos, Dest, Filter, FilterKind, FilterType, Quota, QuotaGoal, QuotaWeights,
     Watermarks,
 };
 
@@ -11,7 +11,8 @@ use crate::damo;
 use crate::error::Error;
 use crate::fields::{self, Problem, TimeUnit};
 use crate::reader::{
-    filter_type, goal_metric, goal_tuner, goal_value, simple_filter, wmark_metric, Reader,
+    fail_charge, filter_type, goal_metric, goal_tuner, goal_value, simple_filter, wmark_metric,
+    Reader,
 };
 use crate::tree::{Node, V};
 
@@ -23,6 +24,8 @@ pub(crate) const SCHEME_KEYS: &[&str] = &[
     "watermarks",
     "filters",
     "target_nid",
+    "dests",
+    "max_nr_snapshots",
 ];
 const PATTERN_KEYS: &[&str] = &["sz", "size", "freq", "access_rate", "age"];
 const QUOTA_KEYS: &[&str] = &[
@@ -32,6 +35,7 @@ const QUOTA_KEYS: &[&str] = &[
     "weights",
     "goals",
     "goal_tuner",
+    "fail_charge",
 ];
 const WEIGHT_KEYS: &[&str] = &["sz", "nr_accesses", "age"];
 const GOAL_KEYS: &[&str] = &[
@@ -41,6 +45,7 @@ const GOAL_KEYS: &[&str] = &[
     "current",
     "current_value",
     "nid",
+    "path",
 ];
 const WMARK_KEYS: &[&str] = &["metric", "interval", "high", "mid", "low"];
 
@@ -106,7 +111,52 @@ impl<'a> Reader<'a> {
         if let Some(t) = n.get(&["target_nid"]) {
             s.target_nid = self.nid(t)?;
         }
+        if let Some(d) = n.get(&["dests"]) {
+            s.dests = self.dests(d)?;
+        }
+        if let Some(v) = n.get(&["max_nr_snapshots"]) {
+            s.max_nr_snapshots =
+                self.scalar(v, |t| fields::uint(t, "max_nr_snapshots", u64::MAX))?;
+        }
         Ok(s)
+    }
+
+    /// `dests = [{node = 0, weight = 3}, {node = 2, weight = 1}]`.
+    fn dests(&self, d: &Node) -> Result<Vec<Dest>, Error> {
+        let list = self.array(d, "dests")?;
+        let mut out = Vec::with_capacity(list.len());
+        for one in list {
+            self.keys(one, &["node", "weight"], "dest")?;
+            let node = self
+                .nid(self.require(one, &["node"], "dest")?)?
+                .unwrap_or(0);
+            let weight = match one.get(&["weight"]) {
+                Some(w) => {
+                    self.scalar(w, |t| fields::uint(t, "dest weight", u64::from(u32::MAX)))? as u32
+                }
+                None => 1,
+            };
+            if out.iter().any(|o: &Dest| o.node == node) {
+                return Err(self.fail(
+                    one,
+                    Problem::new(
+                        format!("node {node} is a destination twice"),
+                        "each node once in dests",
+                    ),
+                ));
+            }
+            out.push(Dest { node, weight });
+        }
+        if !out.is_empty() && out.iter().all(|o| o.weight == 0) {
+            return Err(self.fail(
+                d,
+                Problem::new(
+                    "every dest weight is 0: nothing would be migrated",
+                    "at least one weight above 0",
+                ),
+            ));
+        }
+        Ok(out)
     }
 
     fn pattern(&self, n: &Node) -> Result<AccessPattern, Error> {
@@ -173,6 +223,9 @@ impl<'a> Reader<'a> {
         if let Some(v) = n.get(&["goal_tuner"]) {
             q.goal_tuner = self.scalar(v, goal_tuner)?;
         }
+        if let Some(v) = n.get(&["fail_charge"]) {
+            (q.fail_charge_num, q.fail_charge_denom) = self.scalar(v, fail_charge)?;
+        }
         Ok(q)
     }
 
@@ -189,11 +242,13 @@ impl<'a> Reader<'a> {
             Some(v) => self.nid(v)?.unwrap_or(0),
             None => 0,
         };
+        let path = self.goal_path(n, metric, n.get(&["path"]))?;
         Ok(QuotaGoal {
             metric,
             target_value,
             current_value,
             nid,
+            path,
         })
     }
 

@@ -3,10 +3,10 @@
 //! and the older flat access pattern.
 
 use udamon_core::schemes::{
-    AccessPattern, Action, Damos, Filter, FilterKind, GoalMetric, GoalTuner, Quota, QuotaGoal,
-    QuotaWeights, WatermarkMetric, Watermarks,
+    AccessPattern, Action, Damos, Dest, Filter, FilterKind, GoalMetric, GoalTuner, Quota,
+    QuotaGoal, QuotaWeights, WatermarkMetric, Watermarks,
 };
-use udamon_scheme_file::{parse, Format};
+use udamon_scheme_file::{parse, to_damo, Format};
 
 const KDAMONDS: &str = r#"{
     "kdamonds": [
@@ -107,15 +107,18 @@ fn prcl() -> Damos {
                 target_value: 1000,
                 current_value: 0,
                 nid: 0,
+                path: None,
             },
             QuotaGoal {
                 metric: GoalMetric::NodeMemFreeBp,
                 target_value: 2000,
                 current_value: 0,
                 nid: 1,
+                path: None,
             },
         ],
         goal_tuner: GoalTuner::Consist,
+        ..Quota::default()
     };
     d.watermarks = Watermarks {
         metric: WatermarkMetric::FreeMemRate,
@@ -212,7 +215,57 @@ fn older_flat_pattern_and_single_dest() {
         "apply_interval_us": "1 s",
         "dests": [{"id": 0, "weight": 1}]
     }]}"#;
-    assert_eq!(parse(src, "old.json", None).unwrap(), vec![promote()]);
+    let mut want = promote();
+    want.target_nid = None;
+    want.dests = vec![Dest { node: 0, weight: 1 }];
+    assert_eq!(parse(src, "old.json", None).unwrap(), vec![want]);
+}
+
+/// Every kernel DAMON feature of 6.15 to 7.2 in damo's layout, as damo
+/// 3.4 writes it, reads into the model.
+#[test]
+fn newer_kernel_features_import() {
+    let src = r#"[{"action": "migrate_hot",
+        "dests": [{"id": 0, "weight": 3}, {"id": 2, "weight": 1}],
+        "access_pattern": {"sz_bytes": {"min": 4096, "max": "max"},
+            "nr_accesses": {"min": "12.50 %", "max": "100 %"}, "age": {"min": 0, "max": "max"}},
+        "apply_interval_us": 0,
+        "quotas": {"time_ms": 0, "sz_bytes": 1073741824, "reset_interval_ms": 1000,
+            "fail_charge_num": 1, "fail_charge_denom": 4,
+            "goals": [
+              {"metric": "node_memcg_used_bp", "complement": false, "nid": 1,
+               "memcg_path": "/workload", "target_value": 3000, "current_value": 0},
+              {"metric": "active_mem_bp", "complement": false, "nid": null,
+               "memcg_path": null, "target_value": 5000, "current_value": 0},
+              {"metric": "node_eligible_mem_bp", "nid": 0, "target_value": 7000,
+               "current_value": 0}],
+            "goal_tuner": "temporal", "effective_sz_bytes": 0,
+            "weights": {"sz_permil": 0, "nr_accesses_permil": 0, "age_permil": 0}},
+        "watermarks": {"metric": "none", "interval_us": 0, "high_permil": 0,
+            "mid_permil": 0, "low_permil": 0},
+        "filters": [],
+        "stats": {"nr_tried": 9, "max_nr_snapshots": 30, "nr_snapshots": 2}}]"#;
+    let got = parse(src, "new.json", None).unwrap();
+    let s = &got[0];
+    assert_eq!(
+        s.dests,
+        vec![Dest { node: 0, weight: 3 }, Dest { node: 2, weight: 1 }]
+    );
+    assert_eq!(s.pattern.min_freq_bp, 1250);
+    assert_eq!((s.quota.fail_charge_num, s.quota.fail_charge_denom), (1, 4));
+    let g = &s.quota.goals;
+    assert_eq!(g[0].metric, GoalMetric::NodeMemcgUsedBp);
+    assert_eq!((g[0].nid, g[0].path.as_deref()), (1, Some("/workload")));
+    assert_eq!(
+        (g[1].metric, g[1].path.as_deref()),
+        (GoalMetric::ActiveMemBp, None)
+    );
+    assert_eq!(g[2].metric, GoalMetric::NodeEligibleMemBp);
+    assert_eq!(s.quota.goal_tuner, GoalTuner::Temporal);
+    assert_eq!(s.max_nr_snapshots, 30);
+    // And back: damo's layout of it reads the same.
+    let back = to_damo(&got).unwrap().to_string();
+    assert_eq!(parse(&back, "back.json", None).unwrap(), got);
 }
 
 #[test]

@@ -46,7 +46,7 @@ fn cases() -> Vec<(&'static str, Option<Format>, &'static str, String)> {
          r#"schemes a.txt line 1, column 19: unknown action "pagout" (expected one of willneed, cold, pageout, hugepage, nohugepage, collapse, lru_prio, lru_deprio, migrate_hot, migrate_cold, stat, mlock)"#.into()),
         // TOML
         ("a.toml", toml, "[[scheme]]\naction = \"pageout\"\nsizes = 1\n",
-         r#"schemes a.toml line 3, column 1: unknown key "sizes" in scheme (expected one of action, access_pattern, apply_interval, quota, watermarks, filters, target_nid)"#.into()),
+         r#"schemes a.toml line 3, column 1: unknown key "sizes" in scheme (expected one of action, access_pattern, apply_interval, quota, watermarks, filters, target_nid, dests, max_nr_snapshots)"#.into()),
         ("a.toml", toml, "[[scheme]]\naction = \"pageout\"\naccess_pattern = { sz = [\"4Q\", \"max\"] }\n",
          r#"schemes a.toml line 3, column 26: bad size "4Q" (expected a size like 4K, 2M, 2MB, min or max)"#.into()),
         ("a.toml", toml, "[[scheme]]\naction = \"paegout\"\n",
@@ -62,7 +62,17 @@ fn cases() -> Vec<(&'static str, Option<Format>, &'static str, String)> {
         ("a.toml", toml, "[[scheme]]\naction = \"stat\"\n[[scheme.filters]]\ntype = \"young\"\npath = \"/a\"\n",
          r#"schemes a.toml line 5, column 1: unknown key "path" in young filter (expected one of type, matching, allow)"#.into()),
         ("a.toml", toml, "[[scheme]]\naction = \"stat\"\n[[scheme.quota.goals]]\nmetric = \"free_bp\"\ntarget = 10\n",
-         r#"schemes a.toml line 4, column 10: unknown goal metric "free_bp" (expected one of user_input, some_mem_psi_us, node_mem_used_bp, node_mem_free_bp, rss_bp, refault_rate)"#.into()),
+         r#"schemes a.toml line 4, column 10: unknown goal metric "free_bp" (expected one of user_input, some_mem_psi_us, node_mem_used_bp, node_mem_free_bp, node_memcg_used_bp, node_memcg_free_bp, active_mem_bp, inactive_mem_bp, node_eligible_mem_bp, rss_bp, refault_rate)"#.into()),
+        ("a.toml", toml, "[[scheme]]\naction = \"stat\"\n[[scheme.quota.goals]]\nmetric = \"node_memcg_used_bp\"\ntarget = \"30%\"\n",
+         r#"schemes a.toml line 3, column 1: goal metric node_memcg_used_bp needs a memory cgroup (expected path = "/workload" (from the cgroup mount))"#.into()),
+        ("a.toml", toml, "[[scheme]]\naction = \"stat\"\n[[scheme.quota.goals]]\nmetric = \"active_mem_bp\"\ntarget = \"30%\"\npath = \"/a\"\n",
+         r#"schemes a.toml line 6, column 8: goal metric active_mem_bp takes no memory cgroup (expected path only with node_memcg_used_bp or node_memcg_free_bp)"#.into()),
+        ("a.toml", toml, "[[scheme]]\naction = \"migrate_hot\"\ndests = [{ node = 0, weight = 3 }, { node = 0, weight = 1 }]\n",
+         r#"schemes a.toml line 3, column 36: node 0 is a destination twice (expected each node once in dests)"#.into()),
+        ("a.toml", toml, "[[scheme]]\naction = \"migrate_hot\"\ndests = [{ node = 0, weight = 0 }]\n",
+         r#"schemes a.toml line 3, column 9: every dest weight is 0: nothing would be migrated (expected at least one weight above 0)"#.into()),
+        ("a.toml", toml, "[[scheme]]\naction = \"pageout\"\n[scheme.quota]\nsize = \"1G\"\nfail_charge = \"1/0\"\n",
+         r#"schemes a.toml line 5, column 15: bad fail charge ratio "1/0" (expected num/denom with denom above 0, e.g. "1/4" (a failed region charges a quarter of its size))"#.into()),
         ("a.toml", toml, "[[scheme]]\naction = pageout\n",
          r#"schemes a.toml line 2, column 10: invalid toml: string values must be quoted, expected literal string"#.into()),
         // JSON
@@ -76,11 +86,9 @@ fn cases() -> Vec<(&'static str, Option<Format>, &'static str, String)> {
         ("damo.json", json, "{\"kdamonds\": [{\"contexts\": [{\"schemes\": [{\"action\": \"pageout\",\n \"access_pattern\": {\"sz_bytes\": {\"min\": 4096, \"max\": \"max\"}, \"nr_accesses\": {\"min\": \"0 samples\", \"max\": \"0 samples\"}}}]}]}]}",
          r#"schemes damo.json line 2, column 85: damo access frequency "0 samples" is in samples (expected percent ("5 %" or {"percent": 5}): samples depend on the monitoring intervals)"#.into()),
         ("damo.json", json, "[{\"action\": \"stat\", \"quotas\": {\"time_ms\": 0, \"fail_charge_num\": 1}}]",
-         r#"schemes damo.json line 1, column 46: cannot import damo key "fail_charge_num" in quotas: udamon has no equivalent"#.into()),
-        ("damo.json", json, "[{\"action\": \"migrate_cold\", \"dests\": [{\"id\": 1, \"weight\": 1}, {\"id\": 2, \"weight\": 1}]}]",
-         r#"schemes damo.json line 1, column 38: cannot import damo key "dests": 2 destination nodes; udamon migrates to one node (target_nid)"#.into()),
-        ("damo.json", json, "[{\"action\": \"stat\", \"quotas\": {\"goals\": [{\"metric\": \"active_mem_bp\", \"target_value\": 5000}]}}]",
-         r#"schemes damo.json line 1, column 53: damo goal metric "active_mem_bp" has no udamon equivalent (expected one of user_input, some_mem_psi_us, node_mem_used_bp, node_mem_free_bp, rss_bp, refault_rate)"#.into()),
+         r#"schemes damo.json line 1, column 65: cannot import damo key "fail_charge_num": it needs fail_charge_denom above 0 (the kernel ignores it otherwise)"#.into()),
+        ("damo.json", json, "[{\"action\": \"stat\", \"quotas\": {\"goals\": [{\"metric\": \"active_mem_bp\", \"complement\": true, \"target_value\": 5000}]}}]",
+         r#"schemes damo.json line 1, column 84: cannot import damo key "complement": a complemented goal metric is not in the kernels udamon drives"#.into()),
     ]
 }
 

@@ -3,10 +3,10 @@
 
 use proptest::prelude::*;
 use udamon_core::schemes::{
-    AccessPattern, Action, Damos, Filter, FilterKind, GoalMetric, GoalTuner, Quota, QuotaGoal,
-    QuotaWeights, WatermarkMetric, Watermarks,
+    AccessPattern, Action, Damos, Dest, Filter, FilterKind, GoalMetric, GoalTuner, Quota,
+    QuotaGoal, QuotaWeights, WatermarkMetric, Watermarks,
 };
-use udamon_scheme_file::{describe, parse, to_json, to_toml, Format};
+use udamon_scheme_file::{describe, parse, to_damo, to_json, to_toml, Format};
 
 /// Values near the edges as well as anywhere.
 fn u64_edge() -> impl Strategy<Value = u64> {
@@ -54,22 +54,23 @@ fn pattern() -> impl Strategy<Value = AccessPattern> {
 }
 
 fn goal() -> impl Strategy<Value = QuotaGoal> {
-    let metric = prop_oneof![
-        Just(GoalMetric::UserInput),
-        Just(GoalMetric::SomeMemPsiUs),
-        Just(GoalMetric::NodeMemUsedBp),
-        Just(GoalMetric::NodeMemFreeBp),
-        Just(GoalMetric::RssBp),
-        Just(GoalMetric::RefaultRate),
-    ];
-    (metric, u64_edge(), u64_edge(), any::<u32>()).prop_map(
-        |(metric, target_value, current_value, nid)| QuotaGoal {
-            metric,
-            target_value,
-            current_value,
-            nid,
-        },
+    let metric = prop::sample::select(GoalMetric::ALL.to_vec());
+    (
+        metric,
+        u64_edge(),
+        u64_edge(),
+        any::<u32>(),
+        "/[a-z0-9./-]{0,12}",
     )
+        .prop_map(
+            |(metric, target_value, current_value, nid, path)| QuotaGoal {
+                metric,
+                target_value,
+                current_value,
+                nid,
+                path: metric.needs_memcg().then_some(path),
+            },
+        )
 }
 
 fn quota() -> impl Strategy<Value = Quota> {
@@ -80,9 +81,12 @@ fn quota() -> impl Strategy<Value = Quota> {
         any::<(u32, u32, u32)>(),
         prop::collection::vec(goal(), 0..3),
         prop_oneof![Just(GoalTuner::Consist), Just(GoalTuner::Temporal)],
+        prop_oneof![Just((0, 0)), (u64_edge(), 1..=u64::MAX)],
     )
         .prop_map(
-            |(ms, sz, reset_interval_ms, (a, b, c), goals, goal_tuner)| Quota {
+            |(ms, sz, reset_interval_ms, (a, b, c), goals, goal_tuner, (num, denom))| Quota {
+                fail_charge_num: num,
+                fail_charge_denom: denom,
                 ms,
                 sz,
                 reset_interval_ms,
@@ -151,9 +155,11 @@ fn damos() -> impl Strategy<Value = Damos> {
         prop_oneof![Just(Watermarks::default()), watermarks()],
         prop::collection::vec(filter(), 0..4),
         prop::option::of(any::<u32>()),
+        prop::collection::btree_map(any::<u32>(), 1..=u32::MAX, 0..4),
+        prop_oneof![Just(0), u64_edge()],
     )
         .prop_map(
-            |(pattern, action, apply_interval_us, quota, watermarks, filters, target_nid)| Damos {
+            |(
                 pattern,
                 action,
                 apply_interval_us,
@@ -161,6 +167,21 @@ fn damos() -> impl Strategy<Value = Damos> {
                 watermarks,
                 filters,
                 target_nid,
+                dests,
+                max_nr_snapshots,
+            )| Damos {
+                pattern,
+                action,
+                apply_interval_us,
+                quota,
+                watermarks,
+                filters,
+                target_nid,
+                dests: dests
+                    .into_iter()
+                    .map(|(node, weight)| Dest { node, weight })
+                    .collect(),
+                max_nr_snapshots,
             },
         )
 }
@@ -181,6 +202,7 @@ fn corpus() -> Vec<String> {
         target_value: 2000,
         current_value: 0,
         nid: 0,
+        path: None,
     });
     d.watermarks = Watermarks {
         metric: WatermarkMetric::FreeMemRate,
@@ -305,6 +327,16 @@ proptest! {
         let json = to_json(&schemes).to_string();
         let back = parse(&json, "rt.json", None);
         prop_assert_eq!(back.as_ref(), Ok(&schemes), "{}", json);
+    }
+
+    #[test]
+    fn damo_round_trips(schemes in prop::collection::vec(damos(), 0..4)) {
+        // What damo can say of them (kernel DAMON's parts) comes back whole.
+        if let Ok(v) = to_damo(&schemes) {
+            let json = v.to_string();
+            let back = parse(&json, "rt-damo.json", Some(Format::Json));
+            prop_assert_eq!(back.as_ref(), Ok(&schemes), "{}", json);
+        }
     }
 
     #[test]

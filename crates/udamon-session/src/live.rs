@@ -330,6 +330,14 @@ impl Operations for LiveOps {
     ) -> Option<u64> {
         delegate!(self, o => o.goal_metric(idx, g, now))
     }
+    fn node_bytes(
+        &mut self,
+        idx: usize,
+        r: udamon_core::AddrRange,
+        nid: u32,
+    ) -> Option<(u64, u64)> {
+        delegate!(self, o => o.node_bytes(idx, r, nid))
+    }
     fn free_mem_rate(&mut self, now: u64) -> Option<u32> {
         delegate!(self, o => o.free_mem_rate(now))
     }

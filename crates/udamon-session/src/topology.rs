@@ -398,6 +398,7 @@ pub fn tiering_schemes(
             target_value: target,
             current_value: 0,
             nid,
+            path: None,
         }],
         goal_tuner: p.tuner,
         ..Quota::default()

@@ -18,7 +18,9 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use udamon_core::schemes::{Action, Damos, Filter, FilterKind, GoalMetric, QuotaGoal};
+use udamon_core::schemes::{
+    dest_index, Action, Damos, Dest, Filter, FilterKind, GoalMetric, QuotaGoal,
+};
 use udamon_core::{AddrRange, ApplyOutcome};
 
 use crate::model::{seg_range_hazard, Model, Piece};
@@ -668,6 +670,7 @@ impl Machine {
         let action = scheme.action;
         let mut ap = Applying {
             target_nid: scheme.target_nid,
+            dests: &scheme.dests,
             filters,
             action,
             unit_cost: self.cfg.spec.action_cost(action) * self.cfg.pagef,
@@ -755,7 +758,12 @@ impl Machine {
             }
             Action::MigrateHot | Action::MigrateCold => {
                 ap.passed += passed_res;
-                self.migrate(ap, &c);
+                if ap.dests.is_empty() {
+                    let to = ap.target_nid;
+                    self.migrate(ap, &c, to);
+                } else {
+                    self.migrate_weighted(ap, &c, young);
+                }
             }
             // As the kernel: stat counts passed bytes only when ops
             // filters exist.
@@ -778,13 +786,9 @@ impl Machine {
     /// Migrates the cell's resident pages to the scheme's target node, when
     /// the majority of them pass the filters; where the node cannot take
     /// them all, the part that fits.
-    fn migrate(&mut self, ap: &mut Applying, c: &CellSeen) {
+    fn migrate(&mut self, ap: &mut Applying, c: &CellSeen, to: Option<u32>) {
         let cfg = &self.cfg;
-        let Some(t) = ap
-            .target_nid
-            .map(|t| t as usize)
-            .filter(|&t| t < cfg.caps.len())
-        else {
+        let Some(t) = to.map(|t| t as usize).filter(|&t| t < cfg.caps.len()) else {
             return;
         };
         let (node, res, unit_cost) = (c.node, c.res, ap.unit_cost);
@@ -830,6 +834,37 @@ impl Machine {
         }
     }
 
+    /// Migrates the cell's pages to the scheme's weighted destinations (the
+    /// kernel's `dests`): each 2 MiB unit of the address space goes to the
+    /// destination the kernel's interleave gives its index
+    /// ([`udamon_core::schemes::dest_index`]; the kernel goes folio by
+    /// folio, and a huge page is one folio), so a second pass moves nothing.
+    /// Each run of units bound for one node moves as [`Self::migrate`] moves
+    /// a cell: what is already there stays, a full node takes what fits.
+    fn migrate_weighted(&mut self, ap: &mut Applying, c: &CellSeen, young: bool) {
+        let dest = |addr: u64| dest_index(ap.dests, addr / INTERLEAVE_UNIT);
+        let mut pieces = Vec::new();
+        let mut at = c.start;
+        while at < c.end {
+            let Some(j) = dest(at) else { return };
+            let mut end = at;
+            while end < c.end && dest(end) == Some(j) {
+                end = ((end / INTERLEAVE_UNIT + 1) * INTERLEAVE_UNIT).min(c.end);
+            }
+            pieces.push((at, end, ap.dests[j].node));
+            at = end;
+        }
+        for &(start, end, _) in &pieces {
+            self.split_at(start);
+            self.split_at(end);
+        }
+        for (start, _, node) in pieces {
+            let cell = self.cells.get(&start).expect("cell");
+            let seen = CellSeen::new(&self.cfg, cell, start, &ap.filters, young, ap.now_f);
+            self.migrate(ap, &seen, Some(node));
+        }
+    }
+
     /// What an action cost, charged: the direct reclaim of what it brought
     /// in, its time in whole microseconds (the fraction carried to the
     /// next), and its applied and passed pages in bytes.
@@ -857,7 +892,6 @@ impl Machine {
             let i = nid as usize;
             (i < self.cfg.caps.len()).then(|| (self.acc.node_used[i].max(0.0), self.cfg.caps[i]))
         };
-        #[allow(unreachable_patterns)]
         match goal.metric {
             GoalMetric::RssBp => Some((self.acc.rss.max(0.0) * 10_000.0 / self.cfg.mapped) as u64),
             GoalMetric::RefaultRate => Some(self.acc.refaults.round() as u64),
@@ -868,8 +902,33 @@ impl Machine {
             GoalMetric::NodeMemFreeBp => {
                 node(goal.nid).map(|(u, c)| ((c - u).max(0.0) * 10_000.0 / c) as u64)
             }
-            GoalMetric::UserInput => None,
-            _ => None,
+            GoalMetric::ActiveMemBp | GoalMetric::InactiveMemBp => {
+                let now = self.now_us as f64;
+                let (mut all, mut active) = (0.0, 0.0);
+                for c in self.cells.values() {
+                    let r = c.resident();
+                    all += r;
+                    if r > EPS && now - c.lru_us < ACTIVE_AGE_US {
+                        active += r;
+                    }
+                }
+                let part = if goal.metric == GoalMetric::ActiveMemBp {
+                    active
+                } else {
+                    all - active
+                };
+                Some(if all > EPS {
+                    (part.max(0.0) * 10_000.0 / all).min(10_000.0) as u64
+                } else {
+                    0
+                })
+            }
+            // The simulator has no memory cgroups; node_eligible_mem_bp is
+            // the engine's ([`Self::resident_on`] through node_bytes).
+            GoalMetric::UserInput
+            | GoalMetric::NodeMemcgUsedBp
+            | GoalMetric::NodeMemcgFreeBp
+            | GoalMetric::NodeEligibleMemBp => None,
         }
     }
 
@@ -1036,11 +1095,15 @@ fn touch(cfg: &Cfg, acc: &mut Acc, start: u64, cell: &mut Cell, a: f64, t_end: f
     acc.access_extra_us += a * (node_extra - huge_share * cfg.tlb_saving_us);
 }
 
+/// The unit of the simulator's weighted interleave: a huge page.
+const INTERLEAVE_UNIT: u64 = HUGE_PAGE;
+
 /// What [`Machine::apply`] carries over the cells of its range: the
 /// scheme's target node, ops filters and costs, and what it did so far
 /// (pages applied and passed, cost in µs).
 struct Applying<'s> {
     target_nid: Option<u32>,
+    dests: &'s [Dest],
     filters: Vec<&'s Filter>,
     action: Action,
     unit_cost: f64,

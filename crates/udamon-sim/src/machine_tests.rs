@@ -371,6 +371,7 @@ fn migrate_cold_moves_what_fits_to_the_slow_node() {
             target_value: 0,
             current_value: 0,
             nid,
+            path: None,
         };
         s.m.goal_metric(&g)
     };
@@ -501,6 +502,7 @@ fn goals_and_watermark_metrics() {
         target_value: 0,
         current_value: 0,
         nid: 0,
+        path: None,
     };
     // 128 MiB of 192 MiB mapped; limit 160 MiB.
     assert_eq!(s.m.goal_metric(&g(GoalMetric::RssBp)), Some(6666));
@@ -606,4 +608,46 @@ fn machine_spec_errors() {
     assert_eq!(w.machine.memory_limit, Some(1 << 30));
     assert_eq!(w.machine.action_cost(Action::Pageout), 4.0 / 4096.0);
     assert_eq!(w.machine.walk_cost_us_per_byte, 0.0);
+}
+
+#[test]
+fn migrate_to_weighted_dests_splits_memory_by_weight() {
+    let mut s = Sim::new(&TIERS.replace("48M", "1G"));
+    s.run_to(500_000);
+    let mut mig = Damos::new(AccessPattern::default(), Action::MigrateHot);
+    mig.dests = vec![
+        udamon_core::schemes::Dest { node: 0, weight: 1 },
+        udamon_core::schemes::Dest { node: 1, weight: 3 },
+    ];
+    // Everything starts on node 0: a quarter of the 2 MiB units stays,
+    // three quarters move.
+    let out = s.apply("hot", &mig, 500_000);
+    assert_eq!(out.sz_applied, 48 * M);
+    assert_eq!(s.metrics().node_used_bytes, vec![80 * M, 48 * M]);
+    // Applied again, nothing is where it should not be.
+    assert_eq!(s.apply("hot", &mig, 500_000).sz_applied, 0);
+    // A full destination takes what fits, as with one target node.
+    let mut s = Sim::new(&TIERS.replace("48M", "16M"));
+    s.run_to(500_000);
+    let out = s.apply("hot", &mig, 500_000);
+    assert_eq!(out.sz_applied, 16 * M);
+    assert_eq!(s.metrics().node_used_bytes, vec![112 * M, 16 * M]);
+}
+
+#[test]
+fn active_and_inactive_goals_split_resident_memory() {
+    let mut s = Sim::new(TIERS);
+    s.run_to(1_900_000);
+    let g = |m| s.m.goal_metric(&QuotaGoal::new(m, 0));
+    let (a, i) = (g(GoalMetric::ActiveMemBp), g(GoalMetric::InactiveMemBp));
+    // The hot half is accessed all along, the cold half never since it
+    // was faulted in: about half of it is active.
+    let (a, i) = (a.unwrap(), i.unwrap());
+    assert!(a + i >= 9_999 && a + i <= 10_000, "{a} {i}");
+    assert!((4_000..=6_000).contains(&a), "{a}");
+    assert_eq!(
+        g(GoalMetric::NodeMemcgUsedBp),
+        None,
+        "no memcgs in the simulator"
+    );
 }

@@ -189,6 +189,11 @@ impl Operations for SimOps {
         self.machine.goal_metric(goal)
     }
 
+    fn node_bytes(&mut self, _idx: usize, range: AddrRange, nid: u32) -> Option<(u64, u64)> {
+        let (all, on) = self.resident_on(&[range], nid);
+        Some((on, all))
+    }
+
     fn free_mem_rate(&mut self, now_us: u64) -> Option<u32> {
         self.machine.advance_to(&self.model, now_us);
         Some(self.machine.free_mem_rate())

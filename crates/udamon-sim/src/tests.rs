@@ -326,10 +326,11 @@ mod goals {
             target_value: target,
             current_value: 0,
             nid: 0,
+            path: None,
         };
         d.quota = Quota {
             reset_interval_ms: 500,
-            goals: vec![goal],
+            goals: vec![goal.clone()],
             ..Quota::default()
         };
         e.set_schemes(vec![d]);

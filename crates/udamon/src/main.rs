@@ -51,6 +51,7 @@ fn kind_of(cause: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
         udamon_record::Error,
         udamon_sim::Error,
         udamon_scheme_file::Error,
+        udamon_scheme_file::NotForDamo,
         udamon_kdamon::Error,
         udamon_proc::Error,
         udamon_report::Error,

@@ -398,3 +398,61 @@ fn damo_heatmap_raw_agrees_with_udamon_heatmap() {
         assert!(hot >= 20, "{case}: only {hot} of {compared} cells are hot");
     }
 }
+
+/// A scheme file using every kernel feature of 6.17 to 7.2 goes to damo's
+/// layout (`schemes check --damo`), damo 3.4's own scheme reader
+/// (`_damon.Damos.from_kvpairs`, what `damo start --schemes FILE` calls;
+/// no sysfs is touched) takes it and writes it back formatted (damo's
+/// `raw` form writes times in nanoseconds it cannot read back), and udamon reads
+/// damo's writing as the same schemes, but for `max_nr_snapshots`, which
+/// damo keeps among a scheme's statistics and drops on reading.
+#[test]
+fn damo_reads_udamon_schemes_of_newer_kernels() {
+    let Some(damo) = damo() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/schemes/kernel-7.toml"
+    );
+    let out = udamon(d, &["schemes", "check", file, "--damo"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    std::fs::write(d.join("ours.json"), &out.stdout).unwrap();
+    let script = r#"
+import json, os, sys
+import damo
+sys.path.insert(0, os.path.dirname(damo.__file__))
+import _damon
+kvs = json.load(open(sys.argv[1]))
+print(json.dumps([_damon.Damos.from_kvpairs(kv).to_kvpairs() for kv in kvs]))
+"#;
+    let python = damo.with_file_name("python3");
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(d.join("ours.json"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "damo: {}", text(&out.stderr));
+    let theirs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(theirs[0]["dests"][1]["id"], 1, "{theirs}");
+    assert_eq!(theirs[0]["dests"][0]["weight"], 3, "{theirs}");
+    assert_eq!(theirs[0]["quotas"]["fail_charge_denom"], "4", "{theirs}");
+    let goals = &theirs[1]["quotas"]["goals"];
+    assert_eq!(goals[0]["metric"], "node_memcg_used_bp", "{theirs}");
+    assert_eq!(goals[0]["memcg_path"], "/workload", "{theirs}");
+    assert_eq!(goals[1]["metric"], "active_mem_bp", "{theirs}");
+    std::fs::write(d.join("theirs.json"), theirs.to_string()).unwrap();
+
+    let normalised = |f: &str| {
+        let out = udamon(d, &["schemes", "check", f, "--json"]);
+        assert!(out.status.success(), "{f}: {}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let mut want = normalised(file);
+    want["schemes"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("max_nr_snapshots");
+    assert_eq!(normalised("theirs.json"), want);
+}

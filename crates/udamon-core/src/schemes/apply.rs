@@ -307,6 +307,7 @@ fn effective_size_quota<O: Operations>(
                         _ => None,
                     }
                 }
+                GoalMetric::NodeEligibleMemBp => eligible_on_node(s, ctx, g.nid),
                 _ => ctx.ops.goal_metric(0, g, ctx.now_us),
             };
             let Some(current) = current else { continue };
@@ -364,6 +365,25 @@ fn effective_size_quota<O: Operations>(
         esz = q.sz;
     }
     Some(esz)
+}
+
+/// `node_eligible_mem_bp`: of the memory whose regions match the scheme's
+/// access pattern, the share (basis points) on node `nid`, as the
+/// operations set places it; `None` where it cannot tell.
+fn eligible_on_node<O: Operations>(s: &SchemeState, ctx: &mut Ctx<'_, O>, nid: u32) -> Option<u64> {
+    let (mut on, mut all) = (0u64, 0u64);
+    for (ti, t) in ctx.targets.iter().enumerate() {
+        for r in t.regions.iter().filter(|r| matches(&s.pattern, r)) {
+            let (o, a) = ctx.ops.node_bytes(ti, r.ar, nid)?;
+            on += o;
+            all += a;
+        }
+    }
+    Some(if all == 0 {
+        0
+    } else {
+        (u128::from(on) * 10_000 / u128::from(all)) as u64
+    })
 }
 
 /// Whether the window's action time reached the time quota.
@@ -528,16 +548,27 @@ pub(crate) fn apply_schemes<O: Operations>(schemes: &mut [SchemeState], ctx: &mu
                 if skip_charged(s, &mut ctx.targets[ti], ti, i) {
                     continue;
                 }
-                let r = ctx.targets[ti].regions[i];
-                if !matches(&s.pattern, &r) {
-                    continue;
-                }
-                if s.esz.is_some()
-                    && score(s.scheme.action, &r, ctx.attrs, &s.scheme.quota.weights) < s.min_score
+                if s.scheme.max_nr_snapshots != 0
+                    && s.stats.nr_snapshots >= s.scheme.max_nr_snapshots
                 {
                     continue;
                 }
-                apply_one(s, ctx, ti, i);
+                let r = ctx.targets[ti].regions[i];
+                if matches(&s.pattern, &r)
+                    && (s.esz.is_none()
+                        || score(s.scheme.action, &r, ctx.attrs, &s.scheme.quota.weights)
+                            >= s.min_score)
+                {
+                    apply_one(s, ctx, ti, i);
+                }
+                // The kernel counts a snapshot when a pass reaches a
+                // target's last region (pieces split off it above are
+                // visited first).
+                if i + 1 == ctx.targets[ti].regions.len() {
+                    s.stats.nr_snapshots += 1;
+                    let id = ctx.ids.get(ti).copied().unwrap_or(ti as u32);
+                    s.target_stats.entry(id).or_default().nr_snapshots += 1;
+                }
             }
             i += 1;
         }
@@ -652,7 +683,7 @@ fn apply_one<O: Operations>(s: &mut SchemeState, ctx: &mut Ctx<'_, O>, ti: usize
         passed = out.sz_ops_filter_passed;
         s.total_charged_us += out.cost_us;
         s.window_charged_us += out.cost_us;
-        s.charged_sz += sz;
+        s.charged_sz += s.scheme.quota.charge(sz, applied);
         s.time_cut |= time_cut;
         if s.esz.is_some_and(|e| s.charged_sz >= e) {
             s.charge_target = Some(ti);

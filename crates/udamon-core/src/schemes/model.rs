@@ -216,7 +216,8 @@ impl GoalTuner {
     }
 }
 
-/// What a quota goal measures. The last two are the simulator's own.
+/// What a quota goal measures. The `rss_bp` and `refault_rate` metrics
+/// are the simulator's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GoalMetric {
@@ -228,6 +229,20 @@ pub enum GoalMetric {
     NodeMemUsedBp,
     /// Free memory of NUMA node `nid`, in basis points.
     NodeMemFreeBp,
+    /// LRU pages of the memory cgroup `path` on node `nid`, in basis points
+    /// of the node's total (Linux 6.19+); 0 when the cgroup does not exist.
+    NodeMemcgUsedBp,
+    /// The node's total minus what `NodeMemcgUsedBp` counts, in basis
+    /// points (Linux 6.19+).
+    NodeMemcgFreeBp,
+    /// Active LRU pages in basis points of all LRU pages (Linux 7.0+).
+    ActiveMemBp,
+    /// Inactive LRU pages in basis points of all LRU pages (Linux 7.0+).
+    InactiveMemBp,
+    /// Bytes of the memory this scheme's access pattern matches that sit on
+    /// node `nid`, in basis points of all the memory it matches (Linux
+    /// 7.2+, kernel DAMON's paddr only).
+    NodeEligibleMemBp,
     /// Resident set of the target, in basis points of its mapped size. Unlike
     /// the kernel's metrics, met when the value falls to the target or below
     /// (it steers reclaim: "page out until RSS is 60%").
@@ -237,11 +252,16 @@ pub enum GoalMetric {
 }
 
 impl GoalMetric {
-    pub const ALL: [GoalMetric; 6] = [
+    pub const ALL: [GoalMetric; 11] = [
         GoalMetric::UserInput,
         GoalMetric::SomeMemPsiUs,
         GoalMetric::NodeMemUsedBp,
         GoalMetric::NodeMemFreeBp,
+        GoalMetric::NodeMemcgUsedBp,
+        GoalMetric::NodeMemcgFreeBp,
+        GoalMetric::ActiveMemBp,
+        GoalMetric::InactiveMemBp,
+        GoalMetric::NodeEligibleMemBp,
         GoalMetric::RssBp,
         GoalMetric::RefaultRate,
     ];
@@ -254,6 +274,11 @@ impl GoalMetric {
             GoalMetric::SomeMemPsiUs => "some_mem_psi_us",
             GoalMetric::NodeMemUsedBp => "node_mem_used_bp",
             GoalMetric::NodeMemFreeBp => "node_mem_free_bp",
+            GoalMetric::NodeMemcgUsedBp => "node_memcg_used_bp",
+            GoalMetric::NodeMemcgFreeBp => "node_memcg_free_bp",
+            GoalMetric::ActiveMemBp => "active_mem_bp",
+            GoalMetric::InactiveMemBp => "inactive_mem_bp",
+            GoalMetric::NodeEligibleMemBp => "node_eligible_mem_bp",
             GoalMetric::RssBp => "rss_bp",
             GoalMetric::RefaultRate => "refault_rate",
         }
@@ -274,11 +299,34 @@ impl GoalMetric {
 
     /// Whether the goal names a NUMA node (its `nid`).
     pub const fn is_per_node(self) -> bool {
-        matches!(self, GoalMetric::NodeMemUsedBp | GoalMetric::NodeMemFreeBp)
+        matches!(
+            self,
+            GoalMetric::NodeMemUsedBp
+                | GoalMetric::NodeMemFreeBp
+                | GoalMetric::NodeMemcgUsedBp
+                | GoalMetric::NodeMemcgFreeBp
+                | GoalMetric::NodeEligibleMemBp
+        )
+    }
+
+    /// Whether the goal names a memory cgroup (its `path`).
+    pub const fn needs_memcg(self) -> bool {
+        matches!(
+            self,
+            GoalMetric::NodeMemcgUsedBp | GoalMetric::NodeMemcgFreeBp
+        )
+    }
+
+    /// Whether the value is a share in basis points (0 to 10,000).
+    pub const fn is_bp(self) -> bool {
+        !matches!(
+            self,
+            GoalMetric::UserInput | GoalMetric::SomeMemPsiUs | GoalMetric::RefaultRate
+        )
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuotaGoal {
     pub metric: GoalMetric,
     pub target_value: u64,
@@ -288,6 +336,23 @@ pub struct QuotaGoal {
     /// NUMA node for the node metrics.
     #[serde(default)]
     pub nid: u32,
+    /// The memory cgroup of the `node_memcg_*` metrics, as a path from the
+    /// cgroup mount ("/workload").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+impl QuotaGoal {
+    /// A goal on `metric` at `target_value`, node 0, no cgroup.
+    pub fn new(metric: GoalMetric, target_value: u64) -> Self {
+        Self {
+            metric,
+            target_value,
+            current_value: 0,
+            nid: 0,
+            path: None,
+        }
+    }
 }
 
 /// How much a scheme may do per `reset_interval_ms`: `ms` of action time,
@@ -306,11 +371,36 @@ pub struct Quota {
     pub goals: Vec<QuotaGoal>,
     #[serde(default)]
     pub goal_tuner: GoalTuner,
+    /// What a region the action failed on costs the quota, as
+    /// `fail_charge_num / fail_charge_denom` of its size (the kernel's
+    /// charge ratio, Linux 7.2+). A denominator of 0 charges it in full.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fail_charge_num: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fail_charge_denom: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl Quota {
     pub fn is_set(&self) -> bool {
         self.ms != 0 || self.sz != 0 || !self.goals.is_empty()
+    }
+
+    /// The bytes an attempt on `tried` bytes that took effect on `applied`
+    /// of them charges: all of `tried` without a charge ratio, else the
+    /// applied bytes plus the ratio of the rest.
+    pub fn charge(&self, tried: u64, applied: u64) -> u64 {
+        if self.fail_charge_denom == 0 {
+            return tried;
+        }
+        let failed = u128::from(tried.saturating_sub(applied));
+        let part = failed * u128::from(self.fail_charge_num) / u128::from(self.fail_charge_denom);
+        applied
+            .min(tried)
+            .saturating_add(part.min(u128::from(u64::MAX)) as u64)
     }
 }
 
@@ -489,6 +579,42 @@ pub struct Damos {
     /// Destination node of migrate actions.
     #[serde(default)]
     pub target_nid: Option<u32>,
+    /// Destination nodes of migrate actions with relative weights (the
+    /// kernel's `dests/`, Linux 6.17+): memory is interleaved across them
+    /// in proportion to the weights. When set, `target_nid` is unused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dests: Vec<Dest>,
+    /// Stop applying the scheme after this many passes over every target
+    /// (the kernel's `max_nr_snapshots`, Linux 7.0+); 0 never stops.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_nr_snapshots: u64,
+}
+
+/// One destination of a migrate action: a NUMA node and its weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dest {
+    pub node: u32,
+    pub weight: u32,
+}
+
+/// Which destination the page at `page_index` (in page units, from any
+/// fixed origin) goes to: the index into `dests` walking the cumulative
+/// weights of `page_index` modulo their sum, as the kernel's weighted
+/// interleave. `None` when every weight is 0.
+pub fn dest_index(dests: &[Dest], page_index: u64) -> Option<usize> {
+    let total: u64 = dests.iter().map(|d| u64::from(d.weight)).sum();
+    if total == 0 {
+        return None;
+    }
+    let mut at = page_index % total;
+    for (i, d) in dests.iter().enumerate() {
+        let w = u64::from(d.weight);
+        if at < w {
+            return Some(i);
+        }
+        at -= w;
+    }
+    None
 }
 
 impl Damos {
@@ -501,7 +627,15 @@ impl Damos {
             watermarks: Watermarks::default(),
             filters: Vec::new(),
             target_nid: None,
+            dests: Vec::new(),
+            max_nr_snapshots: 0,
         }
+    }
+
+    /// Whether the action moves memory to other nodes and has somewhere
+    /// to move it.
+    pub fn has_destination(&self) -> bool {
+        self.target_nid.is_some() || !self.dests.is_empty()
     }
 }
 
@@ -514,4 +648,8 @@ pub struct DamosStats {
     pub sz_applied: u64,
     pub sz_ops_filter_passed: u64,
     pub qt_exceeds: u64,
+    /// Apply passes that reached the end of a target (per target; Linux
+    /// 7.0+).
+    #[serde(default)]
+    pub nr_snapshots: u64,
 }

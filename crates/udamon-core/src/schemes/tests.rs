@@ -17,6 +17,10 @@ struct Mock {
     applies: usize,
     free_mem_rate: Option<u32>,
     metric: Option<u64>,
+    /// Every action fails (applies nothing).
+    fail: bool,
+    /// Addresses below this are on node 0, the rest on node 1.
+    node0_below: Option<u64>,
 }
 
 impl Operations for Mock {
@@ -40,7 +44,7 @@ impl Operations for Mock {
         self.applies += 1;
         self.calls.push((idx, range, scheme.action, now_us));
         ApplyOutcome {
-            sz_applied: if scheme.action == Action::Stat {
+            sz_applied: if scheme.action == Action::Stat || self.fail {
                 0
             } else {
                 range.sz()
@@ -54,6 +58,11 @@ impl Operations for Mock {
     }
     fn free_mem_rate(&mut self, _: u64) -> Option<u32> {
         self.free_mem_rate
+    }
+    fn node_bytes(&mut self, _: usize, r: AddrRange, nid: u32) -> Option<(u64, u64)> {
+        let below = self.node0_below?;
+        let on0 = r.end.min(below).saturating_sub(r.start);
+        Some((if nid == 0 { on0 } else { r.sz() - on0 }, r.sz()))
     }
 }
 
@@ -308,6 +317,7 @@ fn user_input_goal_grows_the_quota_until_met() {
             target_value: 100,
             current_value: 0,
             nid: 0,
+            path: None,
         }],
         ..Quota::default()
     };
@@ -354,6 +364,7 @@ fn the_fast_tuner_starts_at_full_speed_then_feeds_back() {
             target_value: 100,
             current_value: 0,
             nid: 0,
+            path: None,
         }],
         goal_tuner: GoalTuner::Fast,
         ..Quota::default()
@@ -759,4 +770,114 @@ fn names_read_back() {
             .name(),
         "hugepage_size"
     );
+}
+
+#[test]
+fn max_nr_snapshots_stops_the_scheme_after_that_many_passes() {
+    // Two targets of two idle regions; a snapshot is a pass reaching a
+    // target's last region, so 4 is two passes over both.
+    let mut targets = [0, 1].map(|pid| Target {
+        pid,
+        regions: vec![reg(0, MIB, 0, 5), reg(MIB, 2 * MIB, 0, 5)],
+    });
+    let mut d = Damos::new(AccessPattern::default(), Action::Stat);
+    d.max_nr_snapshots = 4;
+    let mut schemes = [SchemeState::new(d, &Attrs::default())];
+    let mut ops = Mock::default();
+    for (k, (tried, snaps)) in [(4, 2), (8, 4), (8, 4), (8, 4)].into_iter().enumerate() {
+        let k = k as u64 + 1;
+        pass(&mut schemes, &mut ops, &mut targets, 20 * k, 100_000 * k);
+        assert_eq!(schemes[0].stats.nr_tried, tried, "pass {k}");
+        assert_eq!(schemes[0].stats.nr_snapshots, snaps, "pass {k}");
+    }
+    for id in [0, 1] {
+        assert_eq!(schemes[0].target_stats[&id].nr_snapshots, 2);
+    }
+    // Without a limit the passes go on being counted.
+    let mut schemes = [SchemeState::new(
+        Damos::new(AccessPattern::default(), Action::Stat),
+        &Attrs::default(),
+    )];
+    for k in 1..=3 {
+        pass(&mut schemes, &mut ops, &mut targets, 20 * k, 100_000 * k);
+    }
+    assert_eq!(schemes[0].stats.nr_snapshots, 6);
+    assert_eq!(schemes[0].stats.nr_tried, 12);
+}
+
+#[test]
+fn failed_actions_charge_the_quota_by_the_fail_charge_ratio() {
+    // Four idle 1 MiB regions, a 2 MiB quota, every pageout failing.
+    let run = |num, denom| {
+        let mut targets = [Target {
+            pid: 0,
+            regions: (0..4).map(|i| reg(i * MIB, (i + 1) * MIB, 0, 5)).collect(),
+        }];
+        let mut d = Damos::new(idle_pattern(), Action::Pageout);
+        d.quota = Quota {
+            sz: 2 * MIB,
+            reset_interval_ms: 1000,
+            fail_charge_num: num,
+            fail_charge_denom: denom,
+            ..Quota::default()
+        };
+        let mut schemes = [SchemeState::new(d, &Attrs::default())];
+        let mut ops = Mock {
+            fail: true,
+            ..Mock::default()
+        };
+        pass(&mut schemes, &mut ops, &mut targets, 20, 100_000);
+        (ops.calls.len(), schemes[0].stats.sz_tried)
+    };
+    // Charged in full, the quota stops after 2 MiB.
+    assert_eq!(run(0, 0), (2, 2 * MIB));
+    // A failure costs a quarter: all four fit (1 MiB charged).
+    assert_eq!(run(1, 4), (4, 4 * MIB));
+    assert_eq!(
+        Quota {
+            fail_charge_num: 1,
+            fail_charge_denom: 4,
+            ..Quota::default()
+        }
+        .charge(MIB, MIB / 2),
+        MIB / 2 + MIB / 8
+    );
+}
+
+#[test]
+fn node_eligible_goal_is_the_matching_memory_on_the_node() {
+    // Idle regions [0, 3M) match; [3M, 4M) is hot and does not. Node 0
+    // holds [0, 1M): a third of the matching memory.
+    let mut targets = [Target {
+        pid: 0,
+        regions: vec![
+            reg(0, MIB, 0, 5),
+            reg(MIB, 3 * MIB, 0, 5),
+            reg(3 * MIB, 4 * MIB, 15, 5),
+        ],
+    }];
+    let mut d = Damos::new(idle_pattern(), Action::Stat);
+    d.quota = Quota {
+        reset_interval_ms: 1000,
+        goals: vec![QuotaGoal {
+            nid: 0,
+            ..QuotaGoal::new(GoalMetric::NodeEligibleMemBp, 5000)
+        }],
+        ..Quota::default()
+    };
+    let mut schemes = [SchemeState::new(d, &Attrs::default())];
+    let mut ops = Mock {
+        node0_below: Some(MIB),
+        ..Mock::default()
+    };
+    pass(&mut schemes, &mut ops, &mut targets, 20, 100_000);
+    assert_eq!(schemes[0].goal_values[0], 3333);
+    // Where the ops cannot tell, the goal has no value (and no say).
+    let mut blind = Mock::default();
+    let mut s2 = [SchemeState::new(
+        schemes[0].scheme.clone(),
+        &Attrs::default(),
+    )];
+    pass(&mut s2, &mut blind, &mut targets, 20, 100_000);
+    assert_eq!(s2[0].goal_values[0], 0);
 }

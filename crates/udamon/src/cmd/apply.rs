@@ -14,8 +14,11 @@ use crate::UsageError;
 
 pub fn schemes(c: SchemesCommand) -> Result<()> {
     match c {
-        SchemesCommand::Check { file, json } => {
+        SchemesCommand::Check { file, json, damo } => {
             let schemes = read_schemes(&file)?;
+            if damo {
+                return print_json(&udamon_scheme_file::to_damo(&schemes)?);
+            }
             if json {
                 return print_json(&to_json(&schemes));
             }
