@@ -996,6 +996,22 @@ pub struct TopologyArgs {
     /// filters
     #[arg(long, requires = "tiering_schemes")]
     pub processes: bool,
+    /// With --tiering-schemes: the interleaving variant, whose promotion
+    /// spreads hot memory over the upper and the lower node with these
+    /// weights (kernel DAMON's dests, Linux 6.17+) instead of moving it
+    /// all to the upper node: W_UPPER:W_LOWER (3:1), or `bandwidth` for
+    /// the nodes' HMAT read bandwidths (docs/tiering.md)
+    #[arg(
+        long,
+        value_name = "W_UPPER:W_LOWER|bandwidth",
+        requires = "tiering_schemes"
+    )]
+    pub interleave: Option<udamon_session::topology::Interleave>,
+    /// The simulated machine of this workload spec (its [[machine.node]]
+    /// entries: node 0 over every other node) instead of this one; its
+    /// schemes are for `udamon apply FILE --sim SPEC`
+    #[arg(long, value_name = "SPEC")]
+    pub sim: Option<PathBuf>,
     /// Work on a fake tree under this root instead of the machine (tests)
     #[arg(long, hide = true, default_value = "/")]
     pub root: PathBuf,

@@ -266,18 +266,33 @@ fn pair_up(t: &mut Topology) {
 
 /// The topology of a simulated machine (`[[machine.node]]` of a spec):
 /// node 0 has the CPUs and is the upper tier, every other node is CPU-less
-/// and paired below node 0. The simulator has no physical addresses: use
-/// its schemes with [`Space::Virtual`].
+/// and paired below node 0; each node's latency and bandwidth are its HMAT
+/// figures (read and write alike; no bandwidth: unlimited, unknown here).
+/// The simulator has no physical addresses: use its schemes with
+/// [`Space::Virtual`].
 pub fn sim_topology(m: &udamon_sim::MachineSpec, mapped_bytes: u64) -> Topology {
     let nodes: Vec<Node> = m
         .nodes
         .iter()
         .enumerate()
-        .map(|(i, n)| Node {
-            id: i as u32,
-            cpus: if i == 0 { "0".into() } else { String::new() },
-            total_bytes: n.capacity.or(m.memory_limit).unwrap_or(mapped_bytes),
-            ..Node::default()
+        .map(|(i, n)| {
+            let latency_ns = Some((n.latency_us * 1e3).round() as u64);
+            let mbps = n.bandwidth.map(|b| (b / 1e6).round() as u64);
+            let total = n.capacity.or(m.memory_limit).unwrap_or(mapped_bytes);
+            Node {
+                id: i as u32,
+                cpus: if i == 0 { "0".into() } else { String::new() },
+                total_bytes: total,
+                // Before the workload runs, nothing is used.
+                free_bytes: total,
+                hmat: Some(Hmat {
+                    read_latency_ns: latency_ns,
+                    write_latency_ns: latency_ns,
+                    read_bandwidth_mbps: mbps,
+                    write_bandwidth_mbps: mbps,
+                }),
+                ..Node::default()
+            }
         })
         .collect();
     let pairs = (1..nodes.len() as u32)
@@ -333,6 +348,133 @@ impl Default for TieringParams {
     }
 }
 
+/// How the interleaving variant of the tiering schemes weighs a pair's
+/// nodes ([`interleaved_tiering_schemes`]): `W_UPPER:W_LOWER` as written
+/// (`3:1`), or `bandwidth`, in proportion to the nodes' read bandwidths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interleave {
+    Weights { upper: u32, lower: u32 },
+    Bandwidth,
+}
+
+impl std::str::FromStr for Interleave {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        if t == "bandwidth" {
+            return Ok(Interleave::Bandwidth);
+        }
+        let bad = || {
+            format!(
+                "\"{s}\" is not W_UPPER:W_LOWER (like 3:1: weights of the upper and the lower \
+                 node, whole numbers, the upper one above 0) or \"bandwidth\""
+            )
+        };
+        let (u, l) = t.split_once(':').ok_or_else(bad)?;
+        let w = |v: &str| v.trim().parse::<u32>().map_err(|_| bad());
+        let (upper, lower) = (w(u)?, w(l)?);
+        if upper == 0 {
+            return Err(bad());
+        }
+        Ok(Interleave::Weights { upper, lower })
+    }
+}
+
+/// Weights no larger than this sum are written for a bandwidth ratio: the
+/// interleave goes unit by unit through the sum, so a small one keeps the
+/// nodes' shares even over small ranges.
+const MAX_WEIGHT_SUM: u32 = 16;
+
+/// The weights of `upper` and `lower` (their read bandwidths, in MB/s):
+/// the ratio itself when its terms, divided by their greatest common
+/// divisor, sum to at most [`MAX_WEIGHT_SUM`], else the nearest ratio that
+/// does (each weight at least 1; ties: the smaller sum).
+fn bandwidth_weights(upper: u64, lower: u64) -> (u32, u32) {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let g = gcd(upper, lower).max(1);
+    let (u, l) = (upper / g, lower / g);
+    if u + l <= u64::from(MAX_WEIGHT_SUM) {
+        return (u as u32, l as u32);
+    }
+    let share = upper as f64 / (upper + lower) as f64;
+    let mut best = (1, 1);
+    let mut best_err = f64::MAX;
+    for sum in 2..=MAX_WEIGHT_SUM {
+        for wu in 1..sum {
+            let err = (f64::from(wu) / f64::from(sum) - share).abs();
+            if err < best_err - 1e-12 {
+                (best, best_err) = ((wu, sum - wu), err);
+            }
+        }
+    }
+    best
+}
+
+/// The interleaving variant of [`tiering_schemes`] (Micron's use of
+/// DAMON): for each pair, the promotion migrates hot memory to both nodes,
+/// interleaved with `how`'s weights (kernel DAMON's `dests`, Linux 6.17+),
+/// instead of to the upper node alone, so that a workload bound by the
+/// upper node's bandwidth gets the lower node's too; the demotion stays as
+/// it is. With [`Space::Virtual`], hot memory already on the upper node is
+/// interleaved too; with [`Space::Physical`], the promotion acts on the
+/// lower node's memory only (its address filters), as the preset's does.
+/// `Bandwidth` reads the nodes' HMAT read bandwidths, and fails naming the
+/// node whose bandwidth is unknown.
+pub fn interleaved_tiering_schemes(
+    t: &Topology,
+    space: Space,
+    p: &TieringParams,
+    how: Interleave,
+) -> Result<Vec<udamon_core::schemes::Damos>, String> {
+    use udamon_core::schemes::{Action, Dest};
+    let mut schemes = tiering_schemes(t, space, p)?;
+    let bandwidth = |id: u32| -> Result<u64, String> {
+        t.nodes
+            .iter()
+            .find(|n| n.id == id)
+            .and_then(|n| n.hmat.as_ref())
+            .and_then(|h| h.read_bandwidth_mbps)
+            .filter(|&b| b > 0)
+            .ok_or_else(|| {
+                format!(
+                    "node {id}'s bandwidth is unknown (no HMAT read_bandwidth; in a spec, no \
+                     `bandwidth` in its [[machine.node]]): give the weights instead, like 3:1"
+                )
+            })
+    };
+    for (pair, promote) in t.pairs.iter().zip(
+        schemes
+            .iter_mut()
+            .filter(|s| s.action == Action::MigrateHot),
+    ) {
+        let (wu, wl) = match how {
+            Interleave::Weights { upper, lower } => (upper, lower),
+            Interleave::Bandwidth => {
+                bandwidth_weights(bandwidth(pair.upper)?, bandwidth(pair.lower)?)
+            }
+        };
+        promote.target_nid = None;
+        promote.dests = vec![
+            Dest {
+                node: pair.upper,
+                weight: wu,
+            },
+            Dest {
+                node: pair.lower,
+                weight: wl,
+            },
+        ];
+    }
+    Ok(schemes)
+}
+
 /// The self-tuned tiering schemes (damon-self-tuned-tiering.txt) for every
 /// pair: demote cold memory of the upper node to the lower one, aiming at
 /// `free_bp` free on the upper node; promote hot memory of the lower node,
@@ -363,7 +505,8 @@ pub fn tiering_schemes(
     let only = |keep: u32| -> Result<Vec<Filter>, String> {
         if ranges_of(keep).is_empty() {
             return Err(format!(
-                "node {keep}'s physical ranges are unknown (its memory blocks, or addresses                  hidden without CAP_SYS_ADMIN)"
+                "node {keep}'s physical ranges are unknown (its memory blocks, or addresses \
+                 hidden without CAP_SYS_ADMIN)"
             ));
         }
         Ok(t.nodes
@@ -491,6 +634,177 @@ mod tests {
         assert!(after < 0.2 && end > 0.9, "{after} -> {end}");
         assert!(shift.converged_after_s.is_some());
         assert!(r.promoted_bytes > 0);
+    }
+
+    /// The interleaving variant against the preset, in one run of the
+    /// simulator (docs/tiering.md, "Interleaving by bandwidth": `cargo
+    /// test -p udamon-session --lib interleaving -- --nocapture` prints
+    /// the table there): where node 0 alone saturates (tier-bandwidth),
+    /// spreading the hot set 3:1 by bandwidth lowers the mean access time;
+    /// where it does not (tier-bandwidth-light), everything on node 0 is
+    /// faster. Deterministic: only the direction is asserted.
+    #[test]
+    fn interleaving_by_bandwidth_wins_only_where_the_fast_node_saturates() {
+        use std::sync::Arc;
+        use udamon_sim::{run_tiering, Model, TierOptions, TierPolicy, Workload};
+        let attrs = udamon_core::Attrs {
+            intervals_goal: udamon_core::IntervalsGoal::recommended(
+                400,
+                udamon_core::Attrs::default().sample_us,
+            ),
+            ..udamon_core::Attrs::default()
+        };
+        let specs = [
+            (
+                "tier-bandwidth",
+                include_str!("../../../examples/specs/tier-bandwidth.toml"),
+            ),
+            (
+                "tier-bandwidth-light",
+                include_str!("../../../examples/specs/tier-bandwidth-light.toml"),
+            ),
+        ];
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        println!(
+            "{:<20} {:<17} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
+            "spec", "policy", "runtime", "access", "late", "node 0", "node 1", "hot on 0"
+        );
+        let mut late = Vec::new();
+        for (name, text) in specs {
+            let w = Workload::from_toml(text, name).unwrap();
+            let topo = sim_topology(&w.machine, w.mapped_bytes());
+            let p = TieringParams::default();
+            let preset = tiering_schemes(&topo, Space::Virtual, &p).unwrap();
+            let interleave =
+                interleaved_tiering_schemes(&topo, Space::Virtual, &p, Interleave::Bandwidth)
+                    .unwrap();
+            assert_eq!(
+                interleave[1].dests,
+                [
+                    udamon_core::schemes::Dest { node: 0, weight: 3 },
+                    udamon_core::schemes::Dest { node: 1, weight: 1 }
+                ]
+            );
+            assert_eq!(interleave[0], preset[0]);
+            let seed = w.seed.unwrap_or(0);
+            let model = Arc::new(Model::new(w));
+            let opts = TierOptions {
+                duration_us: model.workload.duration_us,
+                seed,
+                // The light hot set's 8 accesses per page per second too.
+                hot_rate: 1.0,
+                ..TierOptions::default()
+            };
+            let mut row = Vec::new();
+            for (label, policy) in [
+                ("none", TierPolicy::None),
+                (
+                    "udamon",
+                    TierPolicy::Damos {
+                        attrs,
+                        schemes: preset,
+                    },
+                ),
+                (
+                    "udamon-interleave",
+                    TierPolicy::Damos {
+                        attrs,
+                        schemes: interleave,
+                    },
+                ),
+            ] {
+                let r = run_tiering(&model, &policy, &opts).unwrap();
+                let hot_on_0 = r.hot_on_fast_per_s.last().copied().unwrap_or(0.0);
+                println!(
+                    "{:<20} {:<17} {:>8.1}s {:>6.0} ns {:>7.0} ns {:>6.0} MiB {:>6.0} MiB {:>9.0}%",
+                    name,
+                    label,
+                    r.runtime_s,
+                    r.mean_access_ns,
+                    r.late_access_ns,
+                    mib(r.node_used_bytes[0]),
+                    mib(r.node_used_bytes[1]),
+                    hot_on_0 * 100.0
+                );
+                row.push((r.late_access_ns, r.runtime_s, hot_on_0));
+            }
+            late.push(row);
+        }
+        // Saturated: the interleave is faster than the preset (and both
+        // than nothing); its hot set sits about 3:1 on node 0.
+        let (none, preset, inter) = (late[0][0], late[0][1], late[0][2]);
+        assert!(inter.0 < preset.0 && preset.0 < none.0, "{late:?}");
+        assert!(inter.1 < preset.1, "{late:?}");
+        assert!(preset.2 > 0.9 && (0.6..0.85).contains(&inter.2), "{late:?}");
+        // Not saturated: the preset is faster.
+        let (preset, inter) = (late[1][1], late[1][2]);
+        assert!(preset.0 < inter.0 && preset.1 < inter.1, "{late:?}");
+    }
+
+    #[test]
+    fn interleave_weights_are_read_and_made_from_bandwidths() {
+        assert_eq!(
+            "3:1".parse::<Interleave>(),
+            Ok(Interleave::Weights { upper: 3, lower: 1 })
+        );
+        assert_eq!(
+            " 5 : 0 ".parse::<Interleave>(),
+            Ok(Interleave::Weights { upper: 5, lower: 0 })
+        );
+        assert_eq!("bandwidth".parse::<Interleave>(), Ok(Interleave::Bandwidth));
+        for bad in ["0:1", "3", "a:b", "3:1:1", "-1:2", ""] {
+            let e = bad.parse::<Interleave>().unwrap_err();
+            assert!(e.contains("W_UPPER:W_LOWER"), "{bad}: {e}");
+        }
+        assert_eq!(bandwidth_weights(268, 89), (3, 1));
+        assert_eq!(bandwidth_weights(300, 100), (3, 1));
+        assert_eq!(bandwidth_weights(100, 100), (1, 1));
+        assert_eq!(bandwidth_weights(40_000, 13_000), (3, 1));
+        assert_eq!(bandwidth_weights(50_000, 30_000), (5, 3));
+        assert_eq!(bandwidth_weights(1_000, 1), (15, 1));
+    }
+
+    /// The variant on a host: weights given or from the HMAT, the
+    /// promotion's dests instead of its node, the demotion unchanged, and
+    /// a scheme file every format reads back; no HMAT bandwidth, no
+    /// `bandwidth` weights.
+    #[test]
+    fn interleaved_schemes_promote_to_both_nodes() {
+        use udamon_core::schemes::Dest;
+        let d = tempfile::tempdir().unwrap();
+        machine(d.path(), &[(4, "0\n"), (22, "1\n")]);
+        let t = discover(d.path());
+        let p = TieringParams::default();
+        let preset = tiering_schemes(&t, Space::Physical, &p).unwrap();
+        let e = interleaved_tiering_schemes(&t, Space::Physical, &p, Interleave::Bandwidth)
+            .unwrap_err();
+        assert!(e.starts_with("node 0's bandwidth is unknown"), "{e}");
+        let how = Interleave::Weights { upper: 2, lower: 1 };
+        let s = interleaved_tiering_schemes(&t, Space::Physical, &p, how).unwrap();
+        assert_eq!(s[0], preset[0]);
+        assert_eq!(s[1].target_nid, None);
+        assert_eq!(
+            s[1].dests,
+            [Dest { node: 0, weight: 2 }, Dest { node: 1, weight: 1 }]
+        );
+        assert_eq!(s[1].filters, preset[1].filters);
+        let text = udamon_scheme_file::to_toml(&s);
+        assert!(text.contains("dests"), "{text}");
+        assert_eq!(udamon_scheme_file::parse(&text, "t", None).unwrap(), s);
+        for n in 0..2 {
+            w(
+                d.path(),
+                &format!("sys/devices/system/node/node{n}/access0/initiators/read_bandwidth"),
+                if n == 0 { "60000\n" } else { "20000\n" },
+            );
+        }
+        let t = discover(d.path());
+        let s =
+            interleaved_tiering_schemes(&t, Space::Physical, &p, Interleave::Bandwidth).unwrap();
+        assert_eq!(
+            s[1].dests,
+            [Dest { node: 0, weight: 3 }, Dest { node: 1, weight: 1 }]
+        );
     }
 
     fn w(root: &Path, p: &str, s: &str) {

@@ -26,7 +26,7 @@ use udamon_core::{AddrRange, ApplyOutcome};
 use crate::model::{seg_range_hazard, Model, Piece};
 use crate::spec::Workload;
 
-use crate::machine_spec::{MachineSpec, Placement, ThpMode, HUGE_PAGE};
+use crate::machine_spec::{MachineSpec, Placement, ThpMode, ACCESS_BYTES, HUGE_PAGE};
 
 /// The machine advances in steps of at most this long.
 pub(crate) const MAX_STEP_US: u64 = 10_000;
@@ -42,6 +42,9 @@ const EPS: f64 = 1e-6;
 const MERGE_FRAC: f64 = 1e-6;
 /// ... and their LRU times by less than this (us).
 const MERGE_LRU_US: f64 = 1_000.0;
+/// A node's utilisation up to which its accesses queue as in an M/M/1
+/// queue; past it they are throttled ([`queueing_factor`]).
+const RHO_KNEE: f64 = 0.95;
 
 /// What the simulated machine measured, for reports (JSON keys carry units).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -79,6 +82,10 @@ pub struct SimMetrics {
     pub node_used_avg_bytes: Vec<u64>,
     /// Expected accesses served by each node since the start.
     pub node_accesses: Vec<f64>,
+    /// Per node, the part of `access_extra_us` its accesses spent waiting
+    /// on its bandwidth (empty when no node has a `bandwidth`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_bandwidth_wait_us: Vec<f64>,
     /// Bytes migrated to a lower-numbered (faster) node, and to a higher one.
     pub promoted_bytes: u64,
     pub demoted_bytes: u64,
@@ -193,6 +200,10 @@ pub(crate) struct Acc {
     action_us: f64,
     cost_carry_us: f64,
     node_accesses: Vec<f64>,
+    /// Per node, expected accesses in the current step (bandwidth).
+    step_accesses: Vec<f64>,
+    /// Per node, time waited on its bandwidth.
+    bandwidth_wait_us: Vec<f64>,
     promoted: f64,
     demoted: f64,
     hint_faults: f64,
@@ -341,6 +352,8 @@ impl Machine {
                 node_used: vec![0.0; nr_nodes],
                 node_integral: vec![0.0; nr_nodes],
                 node_accesses: vec![0.0; nr_nodes],
+                step_accesses: vec![0.0; nr_nodes],
+                bandwidth_wait_us: vec![0.0; nr_nodes],
                 ..Acc::default()
             },
             lru_floor: 0.0,
@@ -453,6 +466,7 @@ impl Machine {
         if let (Some(h), Some(n)) = (hint, self.numab.as_mut()) {
             n.take_candidates(h);
         }
+        self.wait_on_bandwidth(t1 - t0);
         self.enforce_limits(true);
         if self.numab.is_some() {
             self.numab_step(model, t0, t1);
@@ -464,6 +478,28 @@ impl Machine {
             acc.node_integral[i] += (self.node_prev[i] + u) / 2.0 * dt;
         }
         acc.rss_peak = acc.rss_peak.max(acc.rss);
+    }
+
+    /// The step's accesses to a node with a `bandwidth` wait on it: over a
+    /// step of `dt_us`, utilisation `rho` = the bytes its accesses moved
+    /// per second over its bandwidth, and each access costs its latency
+    /// times [`queueing_factor`]`(rho)` instead of its latency
+    /// (docs/sim-spec.md, "Bandwidth"). Nodes without one: nothing.
+    fn wait_on_bandwidth(&mut self, dt_us: u64) {
+        let acc = &mut self.acc;
+        for (k, n) in self.cfg.spec.nodes.iter().enumerate() {
+            let a = std::mem::take(&mut acc.step_accesses[k]);
+            let Some(bw) = n.bandwidth else {
+                continue;
+            };
+            if a <= 0.0 || dt_us == 0 {
+                continue;
+            }
+            let rho = a * ACCESS_BYTES * 1e6 / dt_us as f64 / bw;
+            let wait = a * n.latency_us * (queueing_factor(rho) - 1.0);
+            acc.access_extra_us += wait;
+            acc.bandwidth_wait_us[k] += wait;
+        }
     }
 
     /// Reclaims down to the memory limit and to each node's capacity.
@@ -973,6 +1009,11 @@ impl Machine {
                 .map(|(&i, &u)| bytes(avg(i, u)))
                 .collect(),
             node_accesses: self.acc.node_accesses.clone(),
+            node_bandwidth_wait_us: if self.cfg.spec.nodes.iter().any(|n| n.bandwidth.is_some()) {
+                self.acc.bandwidth_wait_us.clone()
+            } else {
+                Vec::new()
+            },
             promoted_bytes: bytes(self.acc.promoted),
             demoted_bytes: bytes(self.acc.demoted),
             hint_faults: self.acc.hint_faults.round() as u64,
@@ -1050,6 +1091,10 @@ impl Machine {
 #[path = "machine_tests.rs"]
 mod tests;
 
+#[cfg(test)]
+#[path = "bandwidth_tests.rs"]
+mod bandwidth_tests;
+
 #[path = "numab.rs"]
 pub(crate) mod numab;
 
@@ -1092,7 +1137,22 @@ fn touch(cfg: &Cfg, acc: &mut Acc, start: u64, cell: &mut Cell, a: f64, t_end: f
     let huge_share = (huge0 + cell.huge) / 2.0 / n;
     let node_extra = s.nodes[cell.node as usize].latency_us - s.nodes[0].latency_us;
     acc.node_accesses[cell.node as usize] += a;
+    acc.step_accesses[cell.node as usize] += a;
     acc.access_extra_us += a * (node_extra - huge_share * cfg.tlb_saving_us);
+}
+
+/// How much longer than its unloaded latency an access to a node at
+/// utilisation `rho` takes: up to [`RHO_KNEE`], `1 / (1 - rho)`, the mean
+/// response time of an M/M/1 queue whose service time is the latency;
+/// past it the node is saturated and serves no faster, so the time per
+/// access grows in proportion to the demand (`rho / (RHO_KNEE (1 -
+/// RHO_KNEE))`, equal at the knee): continuous, increasing, finite.
+fn queueing_factor(rho: f64) -> f64 {
+    if rho <= RHO_KNEE {
+        1.0 / (1.0 - rho.max(0.0))
+    } else {
+        rho / (RHO_KNEE * (1.0 - RHO_KNEE))
+    }
 }
 
 /// The unit of the simulator's weighted interleave: a huge page.

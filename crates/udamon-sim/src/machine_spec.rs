@@ -9,6 +9,9 @@ use udamon_core::schemes::Action;
 pub const HUGE_PAGE: u64 = 2 << 20;
 /// The most NUMA nodes a spec may declare.
 pub const MAX_NODES: usize = 64;
+/// Bytes one access moves between a node and the CPU (a cache line): what
+/// a node's `bandwidth` is used up by.
+pub const ACCESS_BYTES: f64 = 64.0;
 /// The simulated system's transparent huge page setting
 /// (`/sys/kernel/mm/transparent_hugepage/enabled`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -28,8 +31,11 @@ pub enum ThpMode {
 pub struct NodeSpec {
     /// Bytes; `None`: the memory limit, or the mapped size without a limit.
     pub capacity: Option<u64>,
-    /// Memory latency of one access to a page on this node (us).
+    /// Memory latency of one access to a page on this node (us), unloaded.
     pub latency_us: f64,
+    /// Bytes per second the node serves; `None`: unlimited. Accesses to a
+    /// loaded node wait longer (docs/sim-spec.md, "Bandwidth").
+    pub bandwidth: Option<f64>,
 }
 
 /// Where the objects' memory starts (`placement` in `[machine]`).
@@ -93,6 +99,7 @@ impl Default for MachineSpec {
             nodes: vec![NodeSpec {
                 capacity: None,
                 latency_us: 0.1,
+                bandwidth: None,
             }],
             placement: Placement::Node0,
             walk_cost_us_per_byte: 0.02 / k4,

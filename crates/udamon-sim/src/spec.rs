@@ -12,7 +12,7 @@ use udamon_core::units::{parse_address, parse_duration_us, parse_size, Fraction}
 use udamon_core::{Addr, AddrRange};
 
 use crate::machine_spec::{MachineSpec, NodeSpec, Placement, ThpMode, MAX_NODES};
-use crate::units::{parse_cost_us_per_byte, parse_latency_us};
+use crate::units::{parse_bandwidth, parse_cost_us_per_byte, parse_latency_us};
 use crate::Error;
 
 /// Where objects start when the spec does not say.
@@ -57,6 +57,7 @@ struct RawMachine {
 struct RawNode {
     capacity: Option<Spanned<SizeOrInt>>,
     latency: Option<Spanned<String>>,
+    bandwidth: Option<Spanned<String>>,
 }
 
 /// A size as a spec writes it: a string with a unit (`"64M"`; `base` also
@@ -652,9 +653,14 @@ fn parse_nodes(
             };
             let mut latency_us = spec.access_cost_us;
             lat(&n.latency, &mut latency_us)?;
+            let bandwidth = match &n.bandwidth {
+                Some(b) => Some(parse_bandwidth(b.get_ref()).map_err(|e| at(b.span(), e))?),
+                None => None,
+            };
             spec.nodes.push(NodeSpec {
                 capacity,
                 latency_us,
+                bandwidth,
             });
         }
     } else {

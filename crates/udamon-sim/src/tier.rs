@@ -4,8 +4,8 @@
 //! time: where the accesses were served, how much of the current hot set
 //! is on the fast node and how long it took to get there after each shift,
 //! migrated bytes, the fast node's fill against the tiering goals, the
-//! workload's runtime. Deterministic: same spec, seed and policy, same
-//! report.
+//! workload's runtime and mean access time, the bytes on each node.
+//! Deterministic: same spec, seed and policy, same report.
 
 use std::sync::Arc;
 
@@ -111,6 +111,13 @@ pub struct TierReport {
     /// Time the policy's own migrations took outside the workload
     /// (kdamond, kswapd).
     pub action_s: f64,
+    /// Mean time of one access (ns): node 0's latency plus the access
+    /// time above it (slower nodes, waits on bandwidth, huge pages), over
+    /// the whole run and over its second half (after the migrations).
+    pub mean_access_ns: f64,
+    pub late_access_ns: f64,
+    /// Resident bytes on each node at the end.
+    pub node_used_bytes: Vec<u64>,
 }
 
 enum Runner {
@@ -173,6 +180,8 @@ pub fn run_tiering(
     let (mut last_fast, mut last_all) = (0.0, 0.0);
     let (mut n_checks, mut n_free_low, mut n_used_high) = (0u64, 0u64, 0u64);
     let (mut min_free_bp, mut max_used_bp) = (f64::MAX, 0.0f64);
+    // Access time and accesses at the middle of the run.
+    let mut half: Option<(f64, f64)> = None;
     let mut t = 0;
     loop {
         // The hot set of the phase starting now.
@@ -190,6 +199,9 @@ pub fn run_tiering(
             }
         }
         let m = run.ops().metrics();
+        if half.is_none() && 2 * t >= o.duration_us {
+            half = Some((m.access_extra_us, m.node_accesses.iter().sum()));
+        }
         let used = m.node_used_bytes.get(fast).copied().unwrap_or(0) as f64;
         let used_bp = used * 10_000.0 / cap;
         let free_bp = 10_000.0 - used_bp;
@@ -227,6 +239,15 @@ pub fn run_tiering(
     let a: f64 = m.node_accesses.iter().sum();
     let conv: Vec<f64> = shifts.iter().filter_map(|s| s.converged_after_s).collect();
     let checks = n_checks.max(1) as f64;
+    let base_ns = w.machine.nodes.first().map_or(0.0, |n| n.latency_us * 1e3);
+    let access_ns = |extra_us: f64, accesses: f64| {
+        if accesses > 0.0 {
+            base_ns + extra_us * 1e3 / accesses
+        } else {
+            base_ns
+        }
+    };
+    let (half_extra, half_a) = half.unwrap_or((0.0, 0.0));
     Ok(TierReport {
         policy: policy.label().into(),
         simulated_s: m.sim_time_s,
@@ -245,6 +266,9 @@ pub fn run_tiering(
         used_above_goal_share: n_used_high as f64 / checks,
         max_used_bp,
         action_s: m.action_us as f64 / 1e6,
+        mean_access_ns: access_ns(m.access_extra_us, a),
+        late_access_ns: access_ns(m.access_extra_us - half_extra, a - half_a),
+        node_used_bytes: m.node_used_bytes.clone(),
     })
 }
 

@@ -1,8 +1,9 @@
 //! What the simulator's specs read beyond `udamon_core::units` (where
 //! sizes and durations are read): latencies ("100ns", finer than a
-//! microsecond) and costs per amount of memory ("10us/4K").
+//! microsecond), costs per amount of memory ("10us/4K") and bandwidths
+//! ("40GB/s").
 
-use udamon_core::units::{parse_size, Fraction};
+use udamon_core::units::{parse_duration_us, parse_size, Fraction};
 
 /// Parses a latency into microseconds, with sub-microsecond resolution:
 /// a number with ns, us, ms or s ("100ns", "25us").
@@ -46,6 +47,32 @@ pub(crate) fn parse_cost_us_per_byte(s: &str) -> Result<f64, String> {
     Ok(us / bytes as f64)
 }
 
+/// Parses a bandwidth, "SIZE/DURATION" ("40GB/s", "256M/s", "1G/100ms";
+/// a duration without a number is one of its unit), into bytes per second.
+/// Sizes and durations are read with `udamon_core::units`' grammar (sizes
+/// in powers of 1024).
+pub(crate) fn parse_bandwidth(s: &str) -> Result<f64, String> {
+    let (sz, t) = s.split_once('/').ok_or_else(|| {
+        format!("bandwidth \"{s}\" is not SIZE/DURATION (like \"40GB/s\" or \"256M/s\")")
+    })?;
+    let bytes = parse_size(sz, Fraction::Round).map_err(|e| e.to_string())?;
+    let t = t.trim();
+    let one;
+    let t = if !t.is_empty() && t.chars().all(|c| c.is_alphabetic()) {
+        one = format!("1{t}");
+        one.as_str()
+    } else {
+        t
+    };
+    let us = parse_duration_us(t, Fraction::Round).map_err(|e| e.to_string())?;
+    if bytes == 0 || us == 0 {
+        return Err(format!(
+            "bandwidth \"{s}\" is 0 (leave it out for unlimited)"
+        ));
+    }
+    Ok(bytes as f64 * 1e6 / us as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +87,15 @@ mod tests {
         assert_eq!(parse_cost_us_per_byte("8us/4K"), Ok(8.0 / 4096.0));
         assert!(parse_cost_us_per_byte("8us").is_err());
         assert!(parse_cost_us_per_byte("8us/0").is_err());
+        assert_eq!(parse_bandwidth("40GB/s"), Ok(40.0 * (1u64 << 30) as f64));
+        assert_eq!(parse_bandwidth("256M/s"), Ok(256.0 * (1u64 << 20) as f64));
+        assert_eq!(parse_bandwidth("1G/100ms"), Ok(10.0 * (1u64 << 30) as f64));
+        assert_eq!(parse_bandwidth("4096/1s"), Ok(4096.0));
+        assert!(parse_bandwidth("40G")
+            .unwrap_err()
+            .contains("SIZE/DURATION"));
+        assert!(parse_bandwidth("0/s").unwrap_err().contains("is 0"));
+        assert!(parse_bandwidth("1G/0s").unwrap_err().contains("is 0"));
+        assert!(parse_bandwidth("1G/x").is_err());
     }
 }

@@ -1,40 +1,91 @@
 //! `udamon topology`: NUMA nodes, memory tiers and tiering pairs, and the
-//! tiering schemes for them.
+//! tiering schemes for them (of this machine, or of a simulated one).
 
 use anyhow::Result;
 use udamon_cli::TopologyArgs;
+use udamon_core::schemes::Action;
 use udamon_report::fmt_bytes;
-use udamon_session::topology::{discover, tiering_schemes, Space, TieringParams, Topology};
+use udamon_session::topology::{
+    discover, interleaved_tiering_schemes, sim_topology, tiering_schemes, Space, TieringParams,
+    Topology,
+};
 
+use crate::inputs::read_spec;
 use crate::output::print_json;
 use crate::UsageError;
 
 pub fn run(a: TopologyArgs) -> Result<()> {
-    let t = discover(&a.root);
+    let t = match &a.sim {
+        Some(spec) => {
+            let w =
+                udamon_sim::Workload::from_toml(&read_spec(spec)?, &spec.display().to_string())?;
+            sim_topology(&w.machine, w.mapped_bytes())
+        }
+        None => discover(&a.root),
+    };
     if let Some(out) = &a.tiering_schemes {
-        let space = if a.processes {
+        let space = if a.processes || a.sim.is_some() {
             Space::Virtual
         } else {
             Space::Physical
         };
-        let schemes = tiering_schemes(&t, space, &TieringParams::default())
-            .map_err(|e| crate::CapabilityError(format!("no tiering schemes here: {e}")))?;
-        crate::output::check_output("--tiering-schemes", out, &[], &[])?;
+        let p = TieringParams::default();
+        let schemes = match a.interleave {
+            Some(how) => interleaved_tiering_schemes(&t, space, &p, how),
+            None => tiering_schemes(&t, space, &p),
+        }
+        .map_err(|e| crate::CapabilityError(format!("no tiering schemes here: {e}")))?;
+        let mut inputs = Vec::new();
+        if let Some(spec) = &a.sim {
+            inputs.push(spec.as_path());
+        }
+        crate::output::check_output("--tiering-schemes", out, &inputs, &[])?;
+        // The interleaving promotions' weights, pair by pair.
+        let interleaved: Vec<String> = schemes
+            .iter()
+            .filter(|s| s.action == Action::MigrateHot && !s.dests.is_empty())
+            .map(|s| {
+                let w: Vec<String> = s
+                    .dests
+                    .iter()
+                    .map(|d| format!("node {} weight {}", d.node, d.weight))
+                    .collect();
+                w.join(", ")
+            })
+            .collect();
+        let promotion = if interleaved.is_empty() {
+            "promotion aims at 99.7% of it used".to_string()
+        } else {
+            format!(
+                "promotion aims at 99.7% of it used,\n# interleaving hot memory ({}; kernel \
+                 DAMON's dests, Linux 6.17+)",
+                interleaved.join("; ")
+            )
+        };
+        let machine = if a.sim.is_some() {
+            "the simulated machine"
+        } else {
+            "this machine"
+        };
+        let how_to = match &a.sim {
+            Some(spec) => format!(
+                "In the simulator: udamon apply FILE --sim {}.",
+                spec.display()
+            ),
+            None if a.processes => "For processes: udamon apply FILE --pid PID (or -- CMD).".into(),
+            None => "For physical memory: udamon apply FILE --paddr --ops kdamond.".into(),
+        };
         let text = format!(
-            "# Self-tuned tiering for this machine's pairs ({}), written by `udamon \
+            "# Self-tuned tiering for {machine}'s pairs ({}), written by `udamon \
              topology`:\n# for each pair, demotion keeps 0.5% of the upper node free and \
-             promotion aims at 99.7% of it used,\n# at most 200 MiB/s each, with the temporal goal tuner (Linux 7.1+ on kernel \
-             DAMON: on older kernels,\n# set goal_tuner = \"consist\" in each [scheme.quota]). {}\n{}",
+             {promotion},\n# at most 200 MiB/s each, with the temporal goal tuner \
+             (Linux 7.1+ on kernel DAMON: on older kernels,\n# set goal_tuner = \"consist\" \
+             in each [scheme.quota]). {how_to}\n{}",
             t.pairs
                 .iter()
                 .map(|p| format!("node {} over node {}", p.upper, p.lower))
                 .collect::<Vec<_>>()
                 .join(", "),
-            if a.processes {
-                "For processes: udamon apply FILE --pid PID (or -- CMD)."
-            } else {
-                "For physical memory: udamon apply FILE --paddr --ops kdamond."
-            },
             udamon_scheme_file::to_toml(&schemes)
         );
         crate::output::write_whole(out, text.as_bytes())?;
