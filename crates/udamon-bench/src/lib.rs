@@ -11,6 +11,7 @@ pub mod accuracy;
 pub mod allocs;
 mod child;
 pub mod cost;
+pub mod damon_stat;
 pub mod endpoint;
 mod error;
 pub mod import;
@@ -62,6 +63,7 @@ pub const PARTS: &[&str] = &[
     "import",
     "lock",
     "allocs",
+    "damon-stat",
 ];
 
 /// What to run.
@@ -70,8 +72,8 @@ pub struct Options {
     /// Shorter runs (figures are noisier).
     pub quick: bool,
     /// Run only these parts (all but the long ones when empty: softdirty,
-    /// service, endpoint, tiering, import, lock and allocs run only when
-    /// named).
+    /// service, endpoint, tiering, import, lock, allocs and damon-stat run
+    /// only when named).
     pub only: Vec<String>,
     /// The udamon executable, run in child processes by the record,
     /// endpoint and import parts.
@@ -85,7 +87,8 @@ impl Options {
             if !PARTS.contains(&p.as_str()) {
                 return Err(Error::Usage(format!(
                     "--only {p}: unknown part (expected cost, record, heatmap, accuracy, \
-                     softdirty, schemes, tune, service, endpoint, tiering, import, lock or allocs)"
+                     softdirty, schemes, tune, service, endpoint, tiering, import, lock, allocs \
+                     or damon-stat)"
                 )));
             }
         }
@@ -138,6 +141,8 @@ pub struct Report {
     pub lock: Vec<lock::LockRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allocs: Option<allocs::AllocsBench>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damon_stat: Option<damon_stat::DamonStatBench>,
 }
 
 /// A value serialised through `serde_json::Value`, whose maps are sorted.
@@ -197,6 +202,9 @@ pub fn run(opts: &Options, sink: &mut dyn Sink) -> Result<Report> {
     if opts.asked("allocs") {
         report.allocs = allocs::bench(opts.quick, sink)?;
     }
+    if opts.asked("damon-stat") {
+        report.damon_stat = Some(damon_stat::bench(opts.quick, sink)?);
+    }
     Ok(report)
 }
 
@@ -213,7 +221,7 @@ mod tests {
         match o.check() {
             Err(Error::Usage(m)) => assert!(
                 m.starts_with("--only speed: unknown part (expected cost, record,")
-                    && m.ends_with("tiering, import, lock or allocs)"),
+                    && m.ends_with("tiering, import, lock, allocs or damon-stat)"),
                 "{m}"
             ),
             r => panic!("{r:?}"),
@@ -285,6 +293,22 @@ mod tests {
     fn without_only_the_long_parts_do_not_run() {
         let o = Options::default();
         assert!(o.wants("cost") && o.wants("tune"));
-        assert!(!o.asked("service") && !o.asked("import"));
+        assert!(!o.asked("service") && !o.asked("import") && !o.asked("damon-stat"));
+    }
+
+    #[test]
+    fn the_damon_stat_part_measures_a_scrape() {
+        let o = Options {
+            quick: true,
+            only: vec!["damon-stat".into()],
+            ..Options::default()
+        };
+        let mut lines = Lines::default();
+        let r = run(&o, &mut lines).unwrap();
+        let d = r.damon_stat.unwrap();
+        assert_eq!(d.scrapes, 2_000);
+        assert!(d.median_us > 0.0 && d.p99_us >= d.median_us, "{d:?}");
+        assert!(d.text_bytes > 1000, "{d:?}");
+        assert!(lines.0[1].starts_with("DAMON_STAT's part of one metrics scrape"));
     }
 }

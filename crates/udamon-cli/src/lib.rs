@@ -106,6 +106,10 @@ pub enum Command {
     Report(ReportCommand),
     /// Show what this machine offers udamon (read-only probing)
     Features(FeaturesArgs),
+    /// Show what the kernel's DAMON_STAT module (Linux 6.17+) says of all
+    /// physical memory: estimated bandwidth and idle-time percentiles
+    /// (read-only: udamon never enables or configures it)
+    DamonStat(DamonStatArgs),
     /// Measure udamon's own speed, record size and accuracy
     Bench(BenchArgs),
     /// Tune one number of a scheme for a workload (DAOS auto-tuning)
@@ -973,6 +977,16 @@ pub struct FeaturesArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct DamonStatArgs {
+    /// Print the module's parameters as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Read a fake tree under this root instead of the machine (tests)
+    #[arg(long, hide = true, default_value = "/")]
+    pub root: PathBuf,
+}
+
+#[derive(Args, Debug)]
 pub struct CleanupArgs {
     /// Print what was done as JSON
     #[arg(long)]
@@ -1082,9 +1096,10 @@ pub struct BenchArgs {
     /// tiering policies
     /// on two-node simulated machines, import, an hour of damo's records
     /// imported and drawn, softdirty, the accuracy of soft-dirty's reset
-    /// policies, lock, hot objects locked under a memory limit, and
-    /// allocs, allocation sampling's cost against heaptrack, run only when
-    /// named)
+    /// policies, lock, hot objects locked under a memory limit,
+    /// allocs, allocation sampling's cost against heaptrack, and
+    /// damon-stat, one metrics scrape's DAMON_STAT part on a fake tree, run
+    /// only when named)
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
 }

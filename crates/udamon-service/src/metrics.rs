@@ -1,6 +1,7 @@
 //! The Prometheus endpoint's text: the service's status and the machine's
-//! memory figures (NUMA nodes, tiering counters, pressure), in the text
-//! exposition format (version 0.0.4) encoded by the `prometheus` crate.
+//! memory figures (NUMA nodes, tiering counters, pressure, DAMON_STAT's
+//! estimates), in the text exposition format (version 0.0.4) encoded by
+//! the `prometheus` crate.
 //! A job is named by the `udamon_job` label: `job` is the label Prometheus
 //! gives the scrape itself.
 
@@ -8,6 +9,7 @@ use std::path::Path;
 
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
+use udamon_kdamon::damon_stat::{self, DamonStat};
 
 use crate::status::{JobStatus, ServiceStatus, WorkerStatus, IDLE_QUANTILES};
 
@@ -86,6 +88,9 @@ pub struct Machine {
     pub cpu_s: f64,
     pub rss_bytes: u64,
     pub page_size: u64,
+    /// DAMON_STAT's parameters, read only: `None` without the module,
+    /// `Some(Err(why))` when they could not be read.
+    pub damon_stat: Option<Result<DamonStat, String>>,
 }
 
 fn tiering_item(name: &str) -> bool {
@@ -173,7 +178,110 @@ impl Machine {
         m.page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
         let own = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         m.rss_bytes = udamon_proc::proc_field(&own, "VmRSS:").unwrap_or(0) * 1024;
+        m.damon_stat = read_damon_stat(root);
         m
+    }
+}
+
+/// The last DAMON_STAT read error logged, so that a scrape every few
+/// seconds logs a lasting problem once (and again when it changes).
+static DAMON_STAT_ERROR: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// DAMON_STAT's parameters under `root`, read only; a read error is
+/// logged once while it lasts.
+pub fn read_damon_stat(root: &Path) -> Option<Result<DamonStat, String>> {
+    let r = damon_stat::read(root)
+        .map_err(|e| e.to_string())
+        .transpose()?;
+    let mut last = DAMON_STAT_ERROR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match &r {
+        Err(e) if last.as_deref() != Some(e.as_str()) => {
+            crate::log::warn(None, &format!("metrics: DAMON_STAT: {e}"));
+            *last = Some(e.clone());
+        }
+        Err(_) => {}
+        Ok(_) => *last = None,
+    }
+    Some(r)
+}
+
+/// DAMON_STAT's percentiles exported, as their `percentile` label says
+/// them: "percentile" as DAMON_STAT and `udamon_job_idle_time_seconds`
+/// name them, since Prometheus keeps the "quantile" label for summaries
+/// (`promtool check metrics` refuses it on a gauge).
+pub const DAMON_STAT_PERCENTILES: [(usize, &str); 11] = [
+    (0, "0"),
+    (1, "1"),
+    (5, "5"),
+    (10, "10"),
+    (25, "25"),
+    (50, "50"),
+    (75, "75"),
+    (90, "90"),
+    (95, "95"),
+    (99, "99"),
+    (100, "100"),
+];
+
+/// One scrape's DAMON_STAT part alone, read under `root` and encoded (what
+/// `udamon bench --only damon-stat` measures).
+pub fn render_damon_stat(root: &Path) -> String {
+    let mut f = Families::default();
+    render_damon_stat_families(&mut f, &read_damon_stat(root));
+    encode(&f)
+}
+
+/// DAMON_STAT's families: nothing without the module; when it cannot be
+/// read, only `udamon_damon_stat_scrape_error` (1), as node_exporter's
+/// textfile collector says a failed read.
+fn render_damon_stat_families(f: &mut Families, stat: &Option<Result<DamonStat, String>>) {
+    let Some(stat) = stat else { return };
+    f.gauge(
+        "udamon_damon_stat_scrape_error",
+        "Whether DAMON_STAT's parameters could not be read at this scrape (1; its other series are then left out).",
+        &[],
+        f64::from(u8::from(stat.is_err())),
+    );
+    let Ok(s) = stat else { return };
+    f.gauge(
+        "udamon_damon_stat_enabled",
+        "Whether the DAMON_STAT kernel module runs (1) or not (0); udamon only reads it.",
+        &[],
+        f64::from(u8::from(s.enabled)),
+    );
+    f.gauge(
+        "udamon_damon_stat_memory_bandwidth_bytes_per_second",
+        "DAMON_STAT's estimated memory bandwidth of all physical memory (estimated_memory_bandwidth).",
+        &[],
+        s.estimated_memory_bandwidth as f64,
+    );
+    for (p, label) in DAMON_STAT_PERCENTILES {
+        if let Some(ms) = s.idle_ms(p) {
+            f.gauge(
+                "udamon_damon_stat_memory_idle_seconds",
+                "DAMON_STAT's idle time of physical memory by size percentile (memory_idle_ms_percentiles): that share of memory has been idle at most this long; negative: accessed in the last aggregation interval, hot for that long.",
+                &[("percentile", label)],
+                ms as f64 / 1000.0,
+            );
+        }
+    }
+    if let Some(us) = s.aggr_interval_us {
+        f.gauge(
+            "udamon_damon_stat_aggr_interval_seconds",
+            "DAMON_STAT's aggregation interval (aggr_interval_us, Linux 6.18+).",
+            &[],
+            us as f64 / 1e6,
+        );
+    }
+    if let Some(pid) = s.kdamond_pid {
+        f.gauge(
+            "udamon_damon_stat_kdamond_pid",
+            "The pid of DAMON_STAT's kdamond thread (kdamond_pid, Linux 7.2+), while it runs.",
+            &[],
+            f64::from(pid),
+        );
     }
 }
 
@@ -184,7 +292,13 @@ pub fn render(status: &ServiceStatus, machine: &Machine) -> String {
         render_job(&mut f, job);
     }
     render_machine(&mut f, machine);
+    render_damon_stat_families(&mut f, &machine.damon_stat);
     render_service(&mut f, status);
+    encode(&f)
+}
+
+/// The families in the text exposition format.
+fn encode(f: &Families) -> String {
     let mut out = Vec::new();
     // Encoding into a Vec fails only on invalid names, which are ours.
     if let Err(e) = TextEncoder::new().encode(&f.0, &mut out) {
@@ -631,6 +745,103 @@ mod tests {
             "udamon_build_info{version=\"0.1.0\"} 1",
         ] {
             assert!(text.contains(want), "{want} missing from\n{text}");
+        }
+    }
+
+    /// A fake root with DAMON_STAT's files (6.18+ negatives, 7.2+ pid).
+    fn damon_stat_root(percentiles: &str) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join(damon_stat::PARAMETERS);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text) in [
+            ("enabled", "Y\n"),
+            ("estimated_memory_bandwidth", "1234567890\n"),
+            ("memory_idle_ms_percentiles", percentiles),
+            ("aggr_interval_us", "100000\n"),
+            ("kdamond_pid", "77\n"),
+        ] {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        root
+    }
+
+    fn percentiles() -> String {
+        // p0..p4 accessed (hot for 500..100 ms), then i * 1500 ms idle.
+        let v: Vec<String> = (0..101i64)
+            .map(|i| if i < 5 { -(5 - i) * 100 } else { i * 1500 + 1 })
+            .map(|v| v.to_string())
+            .collect();
+        v.join(",") + "\n"
+    }
+
+    #[test]
+    fn damon_stat_is_exported_as_read() {
+        let root = damon_stat_root(&percentiles());
+        let m = Machine {
+            damon_stat: read_damon_stat(root.path()),
+            ..Machine::default()
+        };
+        let text = render(&ServiceStatus::default(), &m);
+        for want in [
+            "# TYPE udamon_damon_stat_enabled gauge",
+            "udamon_damon_stat_enabled 1",
+            "udamon_damon_stat_memory_bandwidth_bytes_per_second 1234567890",
+            "# TYPE udamon_damon_stat_memory_idle_seconds gauge",
+            "udamon_damon_stat_memory_idle_seconds{percentile=\"0\"} -0.5",
+            "udamon_damon_stat_memory_idle_seconds{percentile=\"1\"} -0.4",
+            "udamon_damon_stat_memory_idle_seconds{percentile=\"5\"} 7.501",
+            "udamon_damon_stat_memory_idle_seconds{percentile=\"50\"} 75.001",
+            "udamon_damon_stat_memory_idle_seconds{percentile=\"99\"} 148.501",
+            "udamon_damon_stat_memory_idle_seconds{percentile=\"100\"} 150.001",
+            "udamon_damon_stat_aggr_interval_seconds 0.1",
+            "udamon_damon_stat_kdamond_pid 77",
+            "udamon_damon_stat_scrape_error 0",
+        ] {
+            assert!(text.contains(want), "{want} missing from\n{text}");
+        }
+        let percentiles = text
+            .lines()
+            .filter(|l| l.starts_with("udamon_damon_stat_memory_idle_seconds{"))
+            .count();
+        assert_eq!(percentiles, 11);
+        // The part alone, as the bench measures it, is the same lines.
+        let part = render_damon_stat(root.path());
+        for l in part.lines() {
+            assert!(text.contains(l), "{l}");
+        }
+        // Optional files missing (6.17): no interval, no pid.
+        std::fs::remove_file(root.path().join(damon_stat::PARAMETERS).join("kdamond_pid")).unwrap();
+        std::fs::remove_file(
+            root.path()
+                .join(damon_stat::PARAMETERS)
+                .join("aggr_interval_us"),
+        )
+        .unwrap();
+        let part = render_damon_stat(root.path());
+        assert!(part.contains("udamon_damon_stat_enabled 1"), "{part}");
+        assert!(!part.contains("kdamond_pid") && !part.contains("aggr_interval"));
+    }
+
+    #[test]
+    fn no_damon_stat_series_without_the_module_or_when_unreadable() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(read_damon_stat(root.path()).is_none());
+        assert_eq!(render_damon_stat(root.path()), "");
+        let text = render(&ServiceStatus::default(), &Machine::read(root.path()));
+        assert!(!text.contains("udamon_damon_stat"), "{text}");
+        // A damaged file: the error gauge alone.
+        let root = damon_stat_root("1,2,3\n");
+        let part = render_damon_stat(root.path());
+        assert_eq!(
+            part.lines()
+                .filter(|l| !l.starts_with('#'))
+                .collect::<Vec<_>>(),
+            ["udamon_damon_stat_scrape_error 1"],
+            "{part}"
+        );
+        match read_damon_stat(root.path()) {
+            Some(Err(e)) => assert!(e.contains("memory_idle_ms_percentiles holds"), "{e}"),
+            r => panic!("{r:?}"),
         }
     }
 

@@ -56,6 +56,8 @@ const READ: &[&str] = &[
     "sys/devices/virtual/memory_tiering",
     "/sys/devices/virtual/memory_tiering",
     "sys/module/{m}/parameters",
+    // DAMON_STAT, read at each scrape (kdamon damon_stat.rs): never written.
+    "sys/module/damon_stat/parameters",
     "/sys/fs/cgroup/",
     "/sys/fs/cgroup",
     "sys/fs/cgroup",

@@ -5,7 +5,9 @@
 //! Kernel DAMON features are read from the files of kdamonds that already
 //! exist; without one they are inferred from the kernel version, using the
 //! landmarks of [`needs_for_entry`] and [`needs_for_keyword`] (the table the
-//! kdamond driver names in its own errors).
+//! kdamond driver names in its own errors). Every kernel DAMON feature from
+//! 6.14 on is judged the same way, one by one, from the table of
+//! [`crate::kernel_features`].
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -14,7 +16,9 @@ use std::path::Path;
 use serde::Serialize;
 use udamon_core::schemes::{Action, FilterType, GoalMetric};
 use udamon_core::units::fmt_bytes;
-use udamon_kdamon::{needs_for_entry, needs_for_keyword};
+use udamon_kdamon::{damon_stat, needs_for_entry, needs_for_keyword};
+
+use crate::kernel_features::{Probe, CONTEXT, GOAL, KDAMOND, KERNEL_FEATURES, SCHEME};
 
 #[derive(Debug, Serialize)]
 pub struct Feature {
@@ -58,6 +62,25 @@ pub struct Features {
     /// avail_operations nor the kernel config can be read (path choice then
     /// lets the driver try: it reads avail_operations before using a set).
     pub damon_ops: Option<Vec<OpsSet>>,
+    /// Every kernel DAMON feature from 6.14 on
+    /// ([`KERNEL_FEATURES`](crate::kernel_features::KERNEL_FEATURES)), in
+    /// version order: whether this machine has it, and why.
+    pub kernel_features: Vec<KernelFeatureRow>,
+}
+
+/// One kernel DAMON feature, as this machine has it or not.
+#[derive(Debug, Serialize)]
+pub struct KernelFeatureRow {
+    /// The kernel's name: a sysfs file, keyword, module or tracepoint.
+    pub name: &'static str,
+    /// What it is (a filter type, a goal metric, a context file...).
+    pub kind: &'static str,
+    /// The Linux version that added it ("6.14").
+    pub since: &'static str,
+    pub available: bool,
+    /// The evidence (a file seen in the kdamond tree, the kernel version),
+    /// or what is missing and what provides it.
+    pub detail: String,
 }
 
 /// One of kernel DAMON's operations sets, as this kernel offers it.
@@ -120,12 +143,8 @@ impl Features {
 
 const SYSFS_NEEDS: &str = "Linux 5.18+ with CONFIG_DAMON_SYSFS";
 const ADMIN: &str = "sys/kernel/mm/damon/admin";
-// Shapes of directories in the DAMON tree, relative to ADMIN; `*` stands
-// for any index.
-const KDAMOND: &str = "kdamonds/*";
-const CONTEXT: &str = "kdamonds/*/contexts/*";
-const SCHEME: &str = "kdamonds/*/contexts/*/schemes/*";
-const GOAL: &str = "kdamonds/*/contexts/*/schemes/*/quotas/goals/*";
+// Shapes of directories in the DAMON tree, relative to ADMIN, are those of
+// crate::kernel_features (`*` stands for any index).
 
 /// DAMON features gated by one file: row, directory shape, file under it.
 const GATED: [(&str, &str, &str); 6] = [
@@ -323,13 +342,25 @@ impl Damon {
     /// the evidence or what provides the file: seen in the tree when such a
     /// directory exists, else by kernel version.
     fn gate(&self, m: &Machine, level: &str, file: &str) -> (bool, String) {
-        let needs = entry_needs(file);
-        if let Some(at) = self.seen.get(&format!("{level}/{file}")) {
-            return (true, format!("{at} present"));
+        self.gate_any(m, &[(level, file)], entry_needs(file))
+    }
+
+    /// [`gate`](Self::gate) for an entry that may be in any of several
+    /// places (`(level, file)`), provided by `needs`: present in one, or
+    /// missing from the first directory that exists, else by version
+    /// (that of the first place).
+    fn gate_any(&self, m: &Machine, at: &[(&str, &str)], needs: &str) -> (bool, String) {
+        for (level, file) in at {
+            if let Some(seen) = self.seen.get(&format!("{level}/{file}")) {
+                return (true, format!("{seen} present"));
+            }
         }
-        if let Some(dir) = self.seen.get(level) {
-            return (false, format!("{dir} has no {file}: needs {needs}"));
+        for (level, file) in at {
+            if let Some(dir) = self.seen.get(*level) {
+                return (false, format!("{dir} has no {file}: needs {needs}"));
+            }
         }
+        let level = at.first().map_or(KDAMOND, |a| a.0);
         match m.meets(needs) {
             Some(true) => (true, self.basis(m, level)),
             Some(false) => (
@@ -502,6 +533,126 @@ fn entry_needs(file: &str) -> &'static str {
     needs_for_entry(file.rsplit('/').next().unwrap_or(file)).unwrap_or("a newer kernel")
 }
 
+/// The damon_stat row: DAMON_STAT's parameters present (enabled or not,
+/// its kdamond), else why not: by the kernel config, then the version.
+/// udamon only reads the module (`udamon damon-stat`).
+fn damon_stat_row(m: &Machine) -> (bool, String) {
+    let params = damon_stat::PARAMETERS;
+    let needs = damon_stat::NEEDS;
+    if m.root.join(params).is_dir() {
+        let pid = m
+            .read(&format!("{params}/kdamond_pid"))
+            .and_then(|p| p.parse::<u32>().ok())
+            .filter(|&p| p > 0);
+        let state = match m.read(&format!("{params}/enabled")).as_deref() {
+            Some("Y" | "1") => match pid {
+                Some(p) => format!("enabled, kdamond pid {p}"),
+                None => "enabled".into(),
+            },
+            Some("N" | "0") => "disabled (udamon never enables it)".into(),
+            _ => "its enabled file is unreadable".into(),
+        };
+        return (true, format!("/{params} present: {state}"));
+    }
+    let why = match (m.config("CONFIG_DAMON_STAT"), m.at_least((6, 17))) {
+        (Some(true), _) => {
+            return (
+                false,
+                format!(
+                    "CONFIG_DAMON_STAT set but no /{params}: the module is not loaded \
+                     (modprobe damon_stat)"
+                ),
+            )
+        }
+        (Some(false), _) => return (false, format!("CONFIG_DAMON_STAT not set (needs {needs})")),
+        (None, Some(false)) => format!("kernel version {}", m.version_str()),
+        (None, Some(true)) => format!(
+            "kernel version {}, no kernel config to check",
+            m.version_str()
+        ),
+        (None, None) => "unknown kernel version".into(),
+    };
+    (false, format!("no /{params} (needs {needs}; {why})"))
+}
+
+/// Every kernel feature of [`KERNEL_FEATURES`], judged on this machine.
+fn kernel_feature_rows(m: &Machine, damon: &Damon) -> Vec<KernelFeatureRow> {
+    KERNEL_FEATURES
+        .iter()
+        .map(|k| {
+            let needs = format!("Linux {}+", k.since);
+            let no_sysfs = || {
+                let detail = match m.meets(&needs) {
+                    Some(true) => "no DAMON sysfs: needs CONFIG_DAMON_SYSFS".to_string(),
+                    _ => format!("no DAMON sysfs: needs {needs} with CONFIG_DAMON_SYSFS"),
+                };
+                (false, detail)
+            };
+            let (available, detail) = match k.probe {
+                Probe::Entry(_) | Probe::Keyword if !damon.present => no_sysfs(),
+                Probe::Entry(at) => damon.gate_any(m, at, &needs),
+                Probe::Keyword => by_version(m, &needs, ""),
+                Probe::Module => damon_stat_row(m),
+                Probe::ModuleParameter(file) => module_parameter(m, file, &needs),
+                Probe::Tracepoint => tracepoint(m, k.name, &needs),
+            };
+            KernelFeatureRow {
+                name: k.name,
+                kind: k.kind,
+                since: k.since,
+                available,
+                detail,
+            }
+        })
+        .collect()
+}
+
+/// What the kernel version says of a feature that `needs` it (`why`
+/// says what could not be inspected instead).
+fn by_version(m: &Machine, needs: &str, why: &str) -> (bool, String) {
+    match m.meets(needs) {
+        Some(true) => (true, format!("by kernel version {}{why}", m.version_str())),
+        Some(false) => (
+            false,
+            format!("needs {needs}; kernel version {}{why}", m.version_str()),
+        ),
+        None => (false, format!("needs {needs}; unknown kernel version{why}")),
+    }
+}
+
+/// A file of DAMON_STAT's parameters: seen there, or missing from them.
+fn module_parameter(m: &Machine, file: &str, needs: &str) -> (bool, String) {
+    let params = damon_stat::PARAMETERS;
+    if m.exists(&format!("{params}/{file}")) {
+        (true, format!("/{params}/{file} present"))
+    } else if m.root.join(params).is_dir() {
+        (false, format!("/{params} has no {file}: needs {needs}"))
+    } else {
+        (
+            false,
+            format!(
+                "no /{params}: needs {needs} with CONFIG_DAMON_STAT (kernel version {})",
+                m.version_str()
+            ),
+        )
+    }
+}
+
+/// A tracepoint of the `damon` events, in tracefs where it is mounted and
+/// readable, else by kernel version.
+fn tracepoint(m: &Machine, name: &str, needs: &str) -> (bool, String) {
+    for tracing in ["sys/kernel/tracing", "sys/kernel/debug/tracing"] {
+        let events = format!("{tracing}/events/damon");
+        if m.exists(&format!("{events}/{name}")) {
+            return (true, format!("/{events}/{name} present"));
+        }
+        if m.exists(&events) {
+            return (false, format!("/{events} has no {name}: needs {needs}"));
+        }
+    }
+    by_version(m, needs, " (no tracefs events/damon to inspect)")
+}
+
 /// Records every entry under `dir` by shape (see [`Damon::seen`]), without
 /// descending into the (possibly many) regions of `tried_regions`.
 fn walk(dir: &Path, shape: &str, rel: &str, seen: &mut BTreeMap<String, String>) {
@@ -574,7 +725,14 @@ pub fn probe(root: &Path) -> Features {
         },
     }];
     damon.rows(&m, &mut f);
+    let (available, detail) = damon_stat_row(&m);
+    f.push(Feature {
+        name: "damon_stat",
+        available,
+        detail,
+    });
     let damon_ops = damon.ops_sets(&m).map(|(sets, _)| sets);
+    let kernel_features = kernel_feature_rows(&m, &damon);
     let foreign = foreign_kdamonds(&m);
 
     // The other rows, in the order they are shown (the node lists give two).
@@ -605,6 +763,7 @@ pub fn probe(root: &Path) -> Features {
         foreign_kdamonds: foreign,
         damon_modules: damon_modules(root),
         damon_ops,
+        kernel_features,
     }
 }
 
@@ -1174,7 +1333,7 @@ mod tests {
         for r in &f.features {
             assert!(!r.available, "{} {}", r.name, r.detail);
             assert!(r.detail.contains("needs"), "{} {}", r.name, r.detail);
-            if r.name.starts_with("damon_") {
+            if r.name.starts_with("damon_") && r.name != "damon_stat" {
                 assert_eq!(
                     r.detail,
                     "no DAMON sysfs: needs Linux 5.18+ with CONFIG_DAMON_SYSFS"
@@ -1188,9 +1347,264 @@ mod tests {
         assert_eq!(
             f.features
                 .iter()
-                .filter(|r| r.name.starts_with("damon_"))
+                .filter(|r| r.name.starts_with("damon_") && r.name != "damon_stat")
                 .count(),
             9
+        );
+        assert_eq!(
+            row(&f, "damon_stat"),
+            (
+                false,
+                "no /sys/module/damon_stat/parameters (needs Linux 6.17+ with CONFIG_DAMON_STAT; \
+                 kernel version 5.4)"
+            )
+        );
+        // Every kernel feature is listed, none available, each with why.
+        assert_eq!(f.kernel_features.len(), KERNEL_FEATURES.len());
+        for k in &f.kernel_features {
+            assert!(!k.available, "{} {}", k.name, k.detail);
+            assert!(k.detail.contains("needs Linux"), "{} {}", k.name, k.detail);
+        }
+        assert_eq!(
+            kf(&f, "pause"),
+            (
+                false,
+                "no DAMON sysfs: needs Linux 7.2+ with CONFIG_DAMON_SYSFS"
+            )
+        );
+    }
+
+    fn kf<'a>(f: &'a Features, name: &str) -> (bool, &'a str) {
+        let k = f
+            .kernel_features
+            .iter()
+            .find(|k| k.name == name)
+            .unwrap_or_else(|| panic!("no kernel feature {name}"));
+        (k.available, &k.detail)
+    }
+
+    #[test]
+    fn kernel_features_of_a_6_16_kernel_without_kdamonds_by_version() {
+        let dir = tree(
+            &[("proc/sys/kernel/osrelease", "6.16.2-arch1\n")],
+            &[("kdamonds/nr_kdamonds", "0\n")],
+        );
+        let f = probe_read_only(dir.path());
+        let names: Vec<&str> = f.kernel_features.iter().map(|k| k.name).collect();
+        let table: Vec<&str> = KERNEL_FEATURES.iter().map(|k| k.name).collect();
+        assert_eq!(names, table);
+        let by = "by kernel version 6.16 (no kdamond to inspect)";
+        for name in [
+            "allow",
+            "sz_ops_filter_passed",
+            "core_filters",
+            "intervals_goal",
+            "nid",
+        ] {
+            assert_eq!(kf(&f, name), (true, by), "{name}");
+        }
+        for name in ["hugepage_size", "node_mem_used_bp"] {
+            assert_eq!(kf(&f, name), (true, "by kernel version 6.16"), "{name}");
+        }
+        assert_eq!(
+            kf(&f, "dests"),
+            (
+                false,
+                "needs Linux 6.17+; kernel version 6.16 (no kdamond to inspect)"
+            )
+        );
+        assert_eq!(
+            kf(&f, "collapse"),
+            (false, "needs Linux 7.2+; kernel version 6.16")
+        );
+        let no_stat = "no /sys/module/damon_stat/parameters (needs Linux 6.17+ with \
+                       CONFIG_DAMON_STAT; kernel version 6.16)";
+        assert_eq!(kf(&f, "damon_stat"), (false, no_stat));
+        assert_eq!(row(&f, "damon_stat"), (false, no_stat));
+        assert_eq!(
+            kf(&f, "kdamond_pid"),
+            (
+                false,
+                "no /sys/module/damon_stat/parameters: needs Linux 7.2+ with CONFIG_DAMON_STAT \
+                 (kernel version 6.16)"
+            )
+        );
+        assert_eq!(
+            kf(&f, "damos_stat_after_apply_interval"),
+            (
+                false,
+                "needs Linux 7.0+; kernel version 6.16 (no tracefs events/damon to inspect)"
+            )
+        );
+        let v = serde_json::to_value(&f).unwrap();
+        let k = &v["kernel_features"][0];
+        assert_eq!(k["name"], "allow");
+        assert_eq!(k["since"], "6.14");
+        assert_eq!(k["available"], true);
+        assert_eq!(k["detail"], by);
+    }
+
+    #[test]
+    fn kernel_features_read_from_a_7_3_kdamond_tree() {
+        let c = "kdamonds/0/contexts/0";
+        let s = format!("{c}/schemes/0");
+        let damon: Vec<(String, &str)> = [
+            ("kdamonds/nr_kdamonds", "1\n"),
+            ("kdamonds/0/state", "off\n"),
+            ("kdamonds/0/refresh_ms", "0\n"),
+            (&format!("{c}/avail_operations"), "vaddr\nfvaddr\npaddr\n"),
+            (&format!("{c}/addr_unit"), "1\n"),
+            (&format!("{c}/pause"), "N\n"),
+            (
+                &format!("{c}/monitoring_attrs/intervals/intervals_goal/access_bp"),
+                "0\n",
+            ),
+            (&format!("{c}/targets/0/pid_target"), "0\n"),
+            (&format!("{c}/targets/0/obsolete_target"), "N\n"),
+            (&format!("{s}/action"), "stat\n"),
+            (&format!("{s}/dests/nr_dests"), "0\n"),
+            (&format!("{s}/core_filters/0/allow"), "N\n"),
+            (&format!("{s}/ops_filters/nr_filters"), "0\n"),
+            (&format!("{s}/filters/nr_filters"), "0\n"),
+            (&format!("{s}/stats/sz_ops_filter_passed"), "0\n"),
+            (&format!("{s}/stats/nr_snapshots"), "0\n"),
+            (&format!("{s}/stats/max_nr_snapshots"), "0\n"),
+            (&format!("{s}/quotas/goal_tuner"), "consist\n"),
+            (&format!("{s}/quotas/fail_charge_num"), "0\n"),
+            (&format!("{s}/quotas/fail_charge_denom"), "0\n"),
+            (&format!("{s}/quotas/goals/0/target_metric"), "user_input\n"),
+            (&format!("{s}/quotas/goals/0/nid"), "0\n"),
+            (&format!("{s}/quotas/goals/0/path"), "\n"),
+        ]
+        .into_iter()
+        .map(|(p, v)| (p.to_string(), v))
+        .collect();
+        let damon: Vec<(&str, &str)> = damon.iter().map(|(p, v)| (p.as_str(), *v)).collect();
+        let files = [
+            ("proc/sys/kernel/osrelease", "7.3.0\n"),
+            ("sys/module/damon_stat/parameters/enabled", "Y\n"),
+            ("sys/module/damon_stat/parameters/kdamond_pid", "91\n"),
+            (
+                "sys/kernel/tracing/events/damon/damos_stat_after_apply_interval/enable",
+                "0\n",
+            ),
+        ];
+        let dir = tree(&files, &damon);
+        let f = probe_read_only(dir.path());
+        for k in &f.kernel_features {
+            assert!(k.available, "{} {}", k.name, k.detail);
+        }
+        assert_eq!(
+            kf(&f, "dests"),
+            (true, "kdamonds/0/contexts/0/schemes/0/dests present")
+        );
+        assert_eq!(
+            kf(&f, "pause"),
+            (true, "kdamonds/0/contexts/0/pause present")
+        );
+        assert_eq!(
+            kf(&f, "allow"),
+            (
+                true,
+                "kdamonds/0/contexts/0/schemes/0/core_filters/0/allow present"
+            )
+        );
+        assert_eq!(kf(&f, "collapse"), (true, "by kernel version 7.3"));
+        let stat = "/sys/module/damon_stat/parameters present: enabled, kdamond pid 91";
+        assert_eq!(kf(&f, "damon_stat"), (true, stat));
+        assert_eq!(row(&f, "damon_stat"), (true, stat));
+        assert_eq!(
+            kf(&f, "damos_stat_after_apply_interval"),
+            (
+                true,
+                "/sys/kernel/tracing/events/damon/damos_stat_after_apply_interval present"
+            )
+        );
+
+        // A tree without pause (a distribution kernel that lacks it), a
+        // module without kdamond_pid, tracefs without the tracepoint.
+        fs::remove_file(dir.path().join(format!("{ADMIN}/{c}/pause"))).unwrap();
+        fs::remove_file(
+            dir.path()
+                .join("sys/module/damon_stat/parameters/kdamond_pid"),
+        )
+        .unwrap();
+        fs::remove_dir_all(
+            dir.path()
+                .join("sys/kernel/tracing/events/damon/damos_stat_after_apply_interval"),
+        )
+        .unwrap();
+        fs::write(
+            dir.path().join("sys/module/damon_stat/parameters/enabled"),
+            "N\n",
+        )
+        .unwrap();
+        let f = probe_read_only(dir.path());
+        assert_eq!(
+            kf(&f, "pause"),
+            (
+                false,
+                "kdamonds/0/contexts/0 has no pause: needs Linux 7.2+"
+            )
+        );
+        assert_eq!(
+            kf(&f, "kdamond_pid"),
+            (
+                false,
+                "/sys/module/damon_stat/parameters has no kdamond_pid: needs Linux 7.2+"
+            )
+        );
+        assert_eq!(
+            kf(&f, "damos_stat_after_apply_interval"),
+            (
+                false,
+                "/sys/kernel/tracing/events/damon has no damos_stat_after_apply_interval: needs \
+                 Linux 7.0+"
+            )
+        );
+        assert_eq!(
+            row(&f, "damon_stat"),
+            (
+                true,
+                "/sys/module/damon_stat/parameters present: disabled (udamon never enables it)"
+            )
+        );
+        assert_eq!(f.kernel_features.iter().filter(|k| !k.available).count(), 3);
+    }
+
+    #[test]
+    fn the_damon_stat_row_goes_by_config_then_version() {
+        for (config, want) in [
+            (
+                "CONFIG_DAMON_STAT=m\n",
+                "CONFIG_DAMON_STAT set but no /sys/module/damon_stat/parameters: the module is \
+                 not loaded (modprobe damon_stat)",
+            ),
+            (
+                "# CONFIG_DAMON_STAT is not set\n",
+                "CONFIG_DAMON_STAT not set (needs Linux 6.17+ with CONFIG_DAMON_STAT)",
+            ),
+        ] {
+            let dir = tree(
+                &[
+                    ("proc/sys/kernel/osrelease", "6.18.1\n"),
+                    ("boot/config-6.18.1", config),
+                ],
+                &[],
+            );
+            assert_eq!(
+                row(&probe_read_only(dir.path()), "damon_stat"),
+                (false, want)
+            );
+        }
+        let dir = tree(&[("proc/sys/kernel/osrelease", "6.18.1\n")], &[]);
+        assert_eq!(
+            row(&probe_read_only(dir.path()), "damon_stat"),
+            (
+                false,
+                "no /sys/module/damon_stat/parameters (needs Linux 6.17+ with CONFIG_DAMON_STAT; \
+                 kernel version 6.18, no kernel config to check)"
+            )
         );
     }
 

@@ -14,6 +14,7 @@
 //! show; warnings go to the spec's [`Warner`] (stderr by default).
 
 pub mod features;
+pub mod kernel_features;
 mod live;
 pub mod maps;
 mod program;

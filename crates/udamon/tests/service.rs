@@ -219,6 +219,18 @@ fn the_service_serves_metrics_reloads_guards_and_stops() {
         "proc/pressure/memory",
         "some avg10=1.00 avg60=0.00 avg300=0.00 total=1000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
     );
+    // DAMON_STAT (7.2+: every file), read at each scrape, never written.
+    let stat = "sys/module/damon_stat/parameters";
+    let idle: Vec<String> = (0..101i64).map(|i| (i * 100 - 300).to_string()).collect();
+    for (f, v) in [
+        ("enabled", "Y\n".to_string()),
+        ("estimated_memory_bandwidth", "524288000\n".into()),
+        ("memory_idle_ms_percentiles", idle.join(",") + "\n"),
+        ("aggr_interval_us", "200000\n".into()),
+        ("kdamond_pid", "4711\n".into()),
+    ] {
+        write(&root, &format!("{stat}/{f}"), &v);
+    }
     let port = free_port();
     let socket = d.path().join("ctl.sock");
     let rec = d.path().join("rec");
@@ -245,6 +257,14 @@ fn the_service_serves_metrics_reloads_guards_and_stops() {
         "udamon_psi_memory_avg10_ratio{kind=\"some\"} 0.01",
         "udamon_config_last_reload_success 1",
         "# TYPE udamon_scheme_applied_bytes_total counter",
+        "udamon_damon_stat_enabled 1",
+        "udamon_damon_stat_memory_bandwidth_bytes_per_second 524288000",
+        "udamon_damon_stat_memory_idle_seconds{percentile=\"0\"} -0.3",
+        "udamon_damon_stat_memory_idle_seconds{percentile=\"50\"} 4.7",
+        "udamon_damon_stat_memory_idle_seconds{percentile=\"100\"} 9.7",
+        "udamon_damon_stat_aggr_interval_seconds 0.2",
+        "udamon_damon_stat_kdamond_pid 4711",
+        "udamon_damon_stat_scrape_error 0",
     ] {
         assert!(m.contains(series), "{series} missing from\n{m}");
     }

@@ -4,7 +4,7 @@ use anyhow::Result;
 use udamon_cli::FeaturesArgs;
 
 use crate::output::print_json;
-use udamon_session::features::probe;
+use udamon_session::features::{probe, KernelFeatureRow};
 
 pub fn run(a: FeaturesArgs) -> Result<()> {
     let f = probe(&a.root);
@@ -56,5 +56,23 @@ pub fn run(a: FeaturesArgs) -> Result<()> {
             ),
         }
     }
+    print_kernel_features(&f.kernel_features);
     Ok(())
+}
+
+/// Every kernel DAMON feature from 6.14 on, grouped by version (the
+/// table's order), one a line: "6.17 dests (weighted multi-node
+/// migration): yes (...)".
+fn print_kernel_features(rows: &[KernelFeatureRow]) {
+    println!(
+        "kernel DAMON features by the Linux version that added them (read from the kdamond \
+         tree where one exists, else by kernel version and config):"
+    );
+    for k in rows {
+        let mark = if k.available { "yes" } else { "no" };
+        println!(
+            "  {:<4} {} ({}): {mark} ({})",
+            k.since, k.name, k.kind, k.detail
+        );
+    }
 }

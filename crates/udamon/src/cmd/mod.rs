@@ -4,6 +4,7 @@ mod apply;
 mod bench;
 mod cleanup;
 mod cut;
+mod damon_stat;
 mod demo;
 mod eval;
 mod export;
@@ -44,6 +45,7 @@ pub fn run(cli: Cli) -> Result<()> {
             ReportCommand::Summary(a) => report::summary_cmd(a),
         },
         Command::Features(a) => features::run(a),
+        Command::DamonStat(a) => damon_stat::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Cleanup(a) => cleanup::run(a),
         Command::Topology(a) => topology::run(a),
