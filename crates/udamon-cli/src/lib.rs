@@ -1073,13 +1073,26 @@ pub struct CtlArgs {
     pub json: bool,
 }
 
-#[derive(Subcommand, Debug, Clone, Copy)]
+#[derive(Subcommand, Debug, Clone)]
 pub enum CtlRequest {
     /// Each job's state, path, targets, regions, intervals, schemes with
     /// their quotas and goals, and guardrails
     Status,
     /// Re-read the config file and apply the difference (as SIGHUP does)
     Reload,
+    /// Pause a job, keeping what it learned: on kernel DAMON of Linux 7.2+
+    /// the context is paused (the kdamond, its regions and their ages
+    /// stay; nothing is sampled or applied); on older kernels only its
+    /// actions stop (monitoring goes on); udamon's engine stops stepping
+    Pause {
+        /// The job's name, as in the config
+        job: String,
+    },
+    /// Resume a paused job where it was
+    Resume {
+        /// The job's name, as in the config
+        job: String,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -103,6 +103,10 @@ impl KdamonConfig {
     }
 }
 
+/// How often (ms) the kernel refreshes our kdamond's sysfs figures, where
+/// it can (`refresh_ms`, Linux 6.17+).
+pub const REFRESH_MS: u32 = 1000;
+
 /// Drives one kdamond through `ROOT/sys/kernel/mm/damon/admin`.
 ///
 /// Before any write it checks that no kdamond exists that it did not create
@@ -116,6 +120,8 @@ pub struct KdamonDriver {
     /// This driver wrote `nr_kdamonds` = 1 and kdamond 0 is ours.
     owned: bool,
     running: bool,
+    /// The context is paused (`pause`, Linux 7.2+).
+    paused: bool,
     started_at: Option<Instant>,
     last_end_us: u64,
     deadline_us: Option<u64>,
@@ -155,6 +161,7 @@ impl KdamonDriver {
             config,
             owned: false,
             running: false,
+            paused: false,
             started_at: None,
             last_end_us: 0,
             deadline_us: None,
@@ -308,6 +315,14 @@ impl KdamonDriver {
 
     fn setup(&mut self) -> Result<(), Error> {
         let k = self.kdamond();
+        // Linux 6.17+ refreshes the statistics, effective quotas and tuned
+        // intervals in sysfs by itself: whoever reads our kdamond's files
+        // (an administrator, damo) sees them current. udamon still asks
+        // for fresh figures before it reads them.
+        let refresh = k.join("refresh_ms");
+        if self.io.exists(&refresh) {
+            self.write(&refresh, &REFRESH_MS.to_string())?;
+        }
         self.write(&k.join("contexts/nr_contexts"), "1")?;
         let c = self.ctx();
         let ops = self.config.ops.name();
@@ -518,6 +533,40 @@ impl KdamonDriver {
         Ok(Some((sample_us, aggr_us)))
     }
 
+    /// Whether the running kernel can pause this driver's context
+    /// (`contexts/0/pause`, Linux 7.2+).
+    pub fn can_pause(&mut self) -> bool {
+        self.owned && self.io.exists(&self.ctx().join("pause"))
+    }
+
+    /// Whether the context is paused by [`set_paused`](Self::set_paused).
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Pauses or resumes the running context with an online commit
+    /// (`contexts/0/pause`, Linux 7.2+). Paused, the kdamond stays, with
+    /// its regions and their ages, but neither samples nor applies
+    /// schemes; resumed, it goes on from there. A kernel without the file
+    /// is refused with the version that has it, and nothing is written.
+    pub fn set_paused(&mut self, paused: bool) -> Result<(), Error> {
+        self.check_not_foreign()?;
+        if !self.owned || !self.running {
+            return Err(Error::NotStarted);
+        }
+        let p = self.ctx().join("pause");
+        if !self.io.exists(&p) {
+            return Err(missing(&p));
+        }
+        self.write(&p, if paused { "Y" } else { "N" })?;
+        if let Err(e) = self.write(&self.kdamond().join("state"), "commit") {
+            let _ = self.write(&p, if self.paused { "Y" } else { "N" });
+            return Err(e);
+        }
+        self.paused = paused;
+        Ok(())
+    }
+
     /// The pid of this driver's kdamond (`kdamonds/0/pid`), while it runs;
     /// `None` before [`start`](Self::start), after [`stop`](Self::stop)
     /// or when the file is unreadable.
@@ -624,6 +673,11 @@ impl KdamonDriver {
         if !self.config.snapshots {
             return Err(Error::NoSnapshots);
         }
+        // A paused kdamond applies nothing: the request would wait for
+        // ever.
+        if self.paused {
+            return Err(Error::Paused);
+        }
         self.start()?;
         self.state_command("update_schemes_tried_regions")?;
         let regions = self.tried_regions(self.snapshot_idx())?;
@@ -654,6 +708,7 @@ impl KdamonDriver {
             }
             self.running = false;
         }
+        self.paused = false;
         self.remove()
     }
 

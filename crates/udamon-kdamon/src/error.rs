@@ -58,6 +58,8 @@ pub enum Error {
         value: String,
         expected: String,
     },
+    #[error("this driver's kdamond is paused; resume it to take snapshots")]
+    Paused,
 }
 
 impl Error {
@@ -78,7 +80,8 @@ impl Error {
             | Error::NotStarted
             | Error::Running
             | Error::NoSnapshots
-            | Error::Malformed { .. } => K::Failure,
+            | Error::Malformed { .. }
+            | Error::Paused => K::Failure,
         }
     }
 }

@@ -31,8 +31,14 @@ struct FakeKernel {
     log: Log,
 }
 
-const KDAMOND: &[&str] = &["state=off", "pid=", "contexts/nr_contexts=0"];
+const KDAMOND: &[&str] = &[
+    "state=off",
+    "pid=",
+    "refresh_ms=0",
+    "contexts/nr_contexts=0",
+];
 const CONTEXT: &[&str] = &[
+    "pause=N",
     "operations=vaddr",
     "monitoring_attrs/intervals/sample_us=5000",
     "monitoring_attrs/intervals/aggr_us=100000",
@@ -315,11 +321,12 @@ fn prcl_scheme_translates_to_exact_writes() {
     let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
     d.start().unwrap();
     let ctx = "kdamonds/0/contexts/0/";
-    let head: Vec<_> = log.borrow().iter().take(12).cloned().collect();
+    let head: Vec<_> = log.borrow().iter().take(13).cloned().collect();
     assert_eq!(
         head,
         pairs(&[
             ("kdamonds/nr_kdamonds", "1"),
+            ("kdamonds/0/refresh_ms", "1000"),
             ("kdamonds/0/contexts/nr_contexts", "1"),
             ("kdamonds/0/contexts/0/operations", "vaddr"),
             (
@@ -1111,4 +1118,79 @@ fn a_refused_commit_keeps_the_old_config() {
         "the old files written back"
     );
     assert_eq!(read("monitoring_attrs/intervals/aggr_us"), "100000");
+}
+
+#[test]
+fn pause_and_resume_keep_the_kdamond() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut cfg = config(vec![prcl()]);
+    cfg.snapshots = true;
+    let mut d = KdamonDriver::with_io(dir.path().into(), cfg, Box::new(fake));
+    assert!(!d.can_pause(), "no kdamond yet");
+    assert!(matches!(d.set_paused(true), Err(Error::NotStarted)));
+    d.start().unwrap();
+    assert!(d.can_pause());
+    log.borrow_mut().clear();
+    d.set_paused(true).unwrap();
+    assert!(d.is_paused());
+    assert_eq!(
+        *log.borrow(),
+        pairs(&[
+            ("kdamonds/0/contexts/0/pause", "Y"),
+            ("kdamonds/0/state", "commit")
+        ])
+    );
+    // Tried regions would wait for an apply that never comes.
+    assert!(matches!(d.take_snapshot(), Err(Error::Paused)));
+    // A commit while paused leaves the pause file alone: still paused.
+    d.commit(Attrs::default(), vec![], vec![prcl()]).unwrap();
+    assert!(!log
+        .borrow()
+        .iter()
+        .skip(2)
+        .any(|(p, _)| p.ends_with("pause")));
+    log.borrow_mut().clear();
+    d.set_paused(false).unwrap();
+    assert_eq!(
+        log.borrow()[0],
+        ("kdamonds/0/contexts/0/pause".into(), "N".into())
+    );
+    assert!(!d.is_paused());
+    assert_eq!(
+        std::fs::read_to_string(admin_dir(dir.path()).join("kdamonds/nr_kdamonds")).unwrap(),
+        "1",
+        "the same kdamond all along"
+    );
+}
+
+#[test]
+fn pause_needs_linux_7_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fake, log) = FakeKernel::new(dir.path());
+    fake.omit = vec!["pause"];
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.start().unwrap();
+    assert!(!d.can_pause());
+    log.borrow_mut().clear();
+    let e = d.set_paused(true).unwrap_err();
+    assert!(e.to_string().contains("pause needs Linux 7.2+"), "{e}");
+    assert!(log.borrow().is_empty(), "nothing written");
+    assert!(!d.is_paused());
+}
+
+#[test]
+fn the_kernel_refreshes_our_figures_where_it_can() {
+    for omit in [vec![], vec!["refresh_ms"]] {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut fake, log) = FakeKernel::new(dir.path());
+        fake.omit = omit.clone();
+        let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+        d.start().unwrap();
+        let wrote = log
+            .borrow()
+            .iter()
+            .any(|(p, v)| p == "kdamonds/0/refresh_ms" && v == "1000");
+        assert_eq!(wrote, omit.is_empty(), "{omit:?}");
+    }
 }

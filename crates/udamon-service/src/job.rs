@@ -65,6 +65,8 @@ struct JobCtl {
     stop: AtomicBool,
     /// A new plan for the running sessions (same target and path).
     reload: Mutex<Option<JobPlan>>,
+    /// Paused by `udamon ctl pause` (until `resume`).
+    paused: AtomicBool,
 }
 
 impl Job {
@@ -105,6 +107,12 @@ impl Job {
         self.plan = plan;
     }
 
+    /// Pauses (or resumes) the job's sessions, keeping what they learned
+    /// ([`udamon_session::Session::pause`]); each says how in its status.
+    pub fn set_paused(&self, paused: bool) {
+        self.ctl.paused.store(paused, Ordering::SeqCst);
+    }
+
     /// Stops every session (each removes its kdamond, ends its record) and
     /// waits for them.
     pub fn stop(mut self) {
@@ -130,6 +138,8 @@ struct Worker {
 struct WorkerCtl {
     stop: AtomicBool,
     reload: Mutex<Option<JobPlan>>,
+    /// The job is paused: the session should be.
+    paused: AtomicBool,
     done: AtomicBool,
 }
 
@@ -202,6 +212,10 @@ fn supervise(mut plan: JobPlan, ctl: Arc<JobCtl>, env: Env) {
                 *w.ctl.reload.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.clone());
             }
             plan = p;
+        }
+        let paused = ctl.paused.load(Ordering::SeqCst);
+        for w in workers.values() {
+            w.ctl.paused.store(paused, Ordering::SeqCst);
         }
         if retire_ended(&mut workers, &plan, &env) {
             failed = Some(std::mem::take(&mut last_set));
@@ -622,6 +636,9 @@ struct SessionRun<'a> {
     last_stats: Instant,
     exceeds_seen: Vec<u64>,
     /// Which schemes the byte-rate guardrail limits: per plan, not per pass.
+    /// A pause or resume request the session refused: not tried again
+    /// until the request changes.
+    pause_refused: Option<bool>,
     capped: Vec<bool>,
     started: Instant,
     cpu0: f64,
@@ -653,6 +670,7 @@ impl<'a> SessionRun<'a> {
             breaker: Breaker::default(),
             rss_budget: RssBudget::default(),
             paused: Vec::new(),
+            pause_refused: None,
             last_stats,
             exceeds_seen: Vec::new(),
             capped,
@@ -667,6 +685,27 @@ impl<'a> SessionRun<'a> {
         let ctl = self.ctl;
         let stop = || ctl.stop.load(Ordering::SeqCst);
         loop {
+            let want = ctl.paused.load(Ordering::SeqCst);
+            if want != self.session.paused().is_some() && self.pause_refused != Some(want) {
+                self.set_paused(want);
+            }
+            if self
+                .session
+                .paused()
+                .is_some_and(udamon_session::Paused::stops_monitoring)
+            {
+                // Nothing to step: wait, keeping statistics, reloads and
+                // the guardrails' view current.
+                if stop() {
+                    break "stopped while paused".to_string();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                if self.last_stats.elapsed() >= Duration::from_secs(1) {
+                    self.last_stats = Instant::now();
+                    self.every_second();
+                }
+                continue;
+            }
             let ev = match self.session.next(&stop) {
                 Ok(ev) => ev,
                 Err(e) => {
@@ -702,6 +741,40 @@ impl<'a> SessionRun<'a> {
             }
             self.last_stats = Instant::now();
             self.every_second();
+        }
+    }
+
+    /// Pauses or resumes the session as `udamon ctl` asked; logs how, and
+    /// shows it in the status. A failure is logged and the session goes
+    /// on as it was.
+    fn set_paused(&mut self, paused: bool) {
+        let r = if paused {
+            self.session.pause().map(|how| Some(how.describe()))
+        } else {
+            self.session.resume().map(|()| None)
+        };
+        match r {
+            Ok(how) => {
+                self.pause_refused = None;
+                let msg = match how {
+                    Some(h) => format!("paused on request: {h}"),
+                    None => "resumed on request".into(),
+                };
+                log::info(Some(&self.job), &msg);
+                set_worker(self.env, &self.job, self.id, |w| {
+                    w.paused = how.map(str::to_string);
+                });
+            }
+            Err(e) => {
+                let msg = format!(
+                    "cannot {} the session: {e}; it goes on as it was",
+                    if paused { "pause" } else { "resume" }
+                );
+                log::error(Some(&self.job), &msg);
+                self.env.with_job(&self.job, |j| j.last_error = Some(msg));
+                // Not tried again until the request changes.
+                self.pause_refused = Some(paused);
+            }
         }
     }
 

@@ -88,6 +88,8 @@ fn load(config: &Path, opts: &Options) -> Result<Plan, Error> {
 
 enum Request {
     Reload(Option<Sender<Result<String, String>>>),
+    /// Pause (true) or resume a job by name.
+    Pause(String, bool, Sender<Result<String, String>>),
     Stop,
 }
 
@@ -505,6 +507,19 @@ fn serve(
                     let _ = reply.send(r);
                 }
             }
+            Ok(Request::Pause(name, paused, reply)) => {
+                let r = match jobs.get(&name) {
+                    Some(j) => {
+                        j.set_paused(paused);
+                        Ok(name)
+                    }
+                    None => Err(format!(
+                        "no job named \"{name}\" (jobs: {})",
+                        jobs.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )),
+                };
+                let _ = reply.send(r);
+            }
             Err(_) => {}
         }
         if last_psi.elapsed() >= Duration::from_secs(2) {
@@ -750,12 +765,75 @@ fn start_ctl(path: &Path, env: &Env, tx: Sender<Request>) -> Result<CtlSocket, E
     Ok(socket)
 }
 
-/// One control request: a line `status` or `reload`; the answer is one
-/// JSON document.
+/// How long a pause or resume request waits for the job's sessions to
+/// say they took it.
+const PAUSE_WAIT: Duration = Duration::from_secs(15);
+
+/// Asks the service loop to pause or resume job `name`, then waits for its
+/// running sessions to show it in the status; the answer says how each
+/// paused (kernel DAMON's context pause, the engine's, or actions only).
+fn pause_request(env: &Env, tx: &Sender<Request>, name: &str, paused: bool) -> serde_json::Value {
+    let verb = if paused { "pause" } else { "resume" };
+    let (rtx, rrx): (_, Receiver<Result<String, String>>) = channel();
+    let _ = tx.send(Request::Pause(name.to_string(), paused, rtx));
+    match rrx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return serde_json::json!({ "ok": false, "message": e }),
+        Err(_) => {
+            return serde_json::json!({ "ok": false, "message": "the service did not answer within 10 s" })
+        }
+    }
+    let started = Instant::now();
+    loop {
+        let sessions: Option<Vec<(u64, Option<String>)>> =
+            env.status().jobs.iter().find(|j| j.name == name).map(|j| {
+                j.workers
+                    .iter()
+                    .filter(|(_, w)| w.running())
+                    .map(|(id, w)| (*id, w.paused.clone()))
+                    .collect()
+            });
+        let sessions = sessions.unwrap_or_default();
+        let done = sessions.iter().all(|(_, p)| p.is_some() == paused);
+        if done || started.elapsed() >= PAUSE_WAIT {
+            let lines: Vec<String> = sessions
+                .iter()
+                .map(|(id, p)| match p {
+                    Some(how) => format!("session {id}: {how}"),
+                    None => format!("session {id}: running"),
+                })
+                .collect();
+            let message = match (done, sessions.is_empty()) {
+                (_, true) => format!(
+                    "job {name}: {verb}d; it has no running session now (one that starts \
+                     keeps the request)"
+                ),
+                (true, false) => format!("job {name}: {verb}d\n{}", lines.join("\n")),
+                (false, false) => format!(
+                    "job {name}: {verb} requested, not yet taken by every session within {} s \
+                     (see the log)\n{}",
+                    PAUSE_WAIT.as_secs(),
+                    lines.join("\n")
+                ),
+            };
+            return serde_json::json!({ "ok": done, "message": message });
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One control request: a line `status`, `reload`, `pause JOB` or
+/// `resume JOB`; the answer is one JSON document.
 fn answer(conn: UnixStream, env: &Env, tx: &Sender<Request>) -> std::io::Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut line = String::new();
     BufReader::new(&conn).read_line(&mut line)?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    if let [verb @ ("pause" | "resume"), name] = words[..] {
+        let reply = pause_request(env, tx, name, verb == "pause");
+        let mut w = &conn;
+        return writeln!(w, "{reply}");
+    }
     let reply = match line.trim() {
         "status" => serde_json::to_value(&*env.status()).unwrap_or_default(),
         "reload" => {
@@ -770,7 +848,7 @@ fn answer(conn: UnixStream, env: &Env, tx: &Sender<Request>) -> std::io::Result<
             }
         }
         other => {
-            serde_json::json!({ "ok": false, "message": format!("unknown request \"{other}\" (status, reload)") })
+            serde_json::json!({ "ok": false, "message": format!("unknown request \"{other}\" (status, reload, pause JOB, resume JOB)") })
         }
     };
     let mut w = &conn;

@@ -139,6 +139,8 @@ pub struct WorkerStatus {
     pub schemes: Vec<SchemeStatus>,
     /// Guardrails in force now ("psi", "rss_share", "bytes_per_second").
     pub paused_by: Vec<String>,
+    /// Paused by `udamon ctl pause`: what the pause keeps and stops.
+    pub paused: Option<String>,
     pub cpu_s: f64,
     pub kdamond_pid: Option<u32>,
     pub record: Option<String>,

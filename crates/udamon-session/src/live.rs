@@ -656,6 +656,48 @@ enum Live {
     Sim(Box<Sim>),
 }
 
+/// How [`Session::pause`] paused a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Paused {
+    /// Kernel DAMON's context pause (Linux 7.2+): the kdamond stays, with
+    /// its regions and their ages, and neither samples nor acts.
+    Kernel,
+    /// udamon's engine is not stepped: its regions and their ages wait in
+    /// memory, and nothing is sampled or applied.
+    Engine,
+    /// A kernel before 7.2 cannot pause a context: its kdamond goes on
+    /// monitoring (regions and ages kept) while the schemes only count
+    /// what they would do, as the guardrails pause actions.
+    ActionsOnly,
+}
+
+impl Paused {
+    /// What the pause keeps and stops, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Paused::Kernel => {
+                "kernel DAMON's context paused (Linux 7.2+): the kdamond, its regions and \
+                 their ages are kept; nothing is sampled or applied"
+            }
+            Paused::Engine => {
+                "monitoring paused: the regions and their ages are kept; nothing is sampled or \
+                 applied"
+            }
+            Paused::ActionsOnly => {
+                "actions paused: this kernel cannot pause a context (Linux 7.2+ can), so its \
+                 kdamond goes on monitoring while the schemes only count what they would do"
+            }
+        }
+    }
+
+    /// Whether the session produces no events while paused (the caller
+    /// must not step it).
+    pub fn stops_monitoring(self) -> bool {
+        self != Paused::ActionsOnly
+    }
+}
+
 /// One monitoring session. Start it with [`Session::start`], step it with
 /// [`Session::next`] until [`Event::End`], then [`Session::finish`] it (a
 /// session dropped without `finish` still removes its kdamond and ends
@@ -668,6 +710,8 @@ pub struct Session {
     /// The schemes as given (before a dry run turns kernel ones into stat).
     schemes: Vec<Damos>,
     dry_run: bool,
+    /// How the session is paused, if it is ([`Session::pause`]).
+    paused: Option<Paused>,
     stop_on_exec: bool,
     deadline_us: Option<u64>,
     started: Instant,
@@ -1178,6 +1222,7 @@ impl Session {
             attrs: spec.attrs,
             schemes: spec.schemes.clone(),
             dry_run: spec.dry_run,
+            paused: None,
             stop_on_exec: false,
             // Simulated time.
             deadline_us: spec.duration_us,
@@ -1252,6 +1297,7 @@ impl Session {
             attrs: spec.attrs,
             schemes: spec.schemes.clone(),
             dry_run: spec.dry_run,
+            paused: None,
             stop_on_exec: spec.stop_on_exec,
             deadline_us: spec.duration_us,
             started: Instant::now(),
@@ -1471,8 +1517,10 @@ impl Session {
         match &mut self.live {
             Live::Kernel(k) => {
                 let targets = k.targets.clone();
+                // Paused actions stay paused through a reload.
+                let dry = dry_run || self.paused == Some(Paused::ActionsOnly);
                 k.driver
-                    .commit(attrs, targets, kernel_schemes(&schemes, dry_run))
+                    .commit(attrs, targets, kernel_schemes(&schemes, dry))
                     .map_err(|e| Error::failed("committing to kernel DAMON", e))?;
                 // Snapshot times go on from where they were.
                 if let Some((_, asm)) = k.trace.as_mut() {
@@ -1496,6 +1544,74 @@ impl Session {
         self.schemes = schemes;
         self.dry_run = dry_run;
         Ok(())
+    }
+
+    /// Pauses the session, keeping what it learned: kernel DAMON's
+    /// context pause where the kernel has it (the kdamond stays, with its
+    /// regions and ages), actions only on older kernels (monitoring goes
+    /// on), and udamon's engine by not being stepped. While it is paused
+    /// in a way that [`stops_monitoring`](Paused::stops_monitoring),
+    /// [`next`](Self::next) must not be called. Pausing twice is a no-op.
+    pub fn pause(&mut self) -> Result<Paused> {
+        if let Some(p) = self.paused {
+            return Ok(p);
+        }
+        let can_pause = match &mut self.live {
+            Live::Kernel(k) => k.driver.can_pause(),
+            _ => false,
+        };
+        let how = match &mut self.live {
+            Live::Kernel(k) if can_pause => {
+                k.driver
+                    .set_paused(true)
+                    .map_err(|e| Error::failed("pausing kernel DAMON's context", e))?;
+                Paused::Kernel
+            }
+            Live::Kernel(k) => {
+                k.driver
+                    .commit(
+                        self.attrs,
+                        k.targets.clone(),
+                        kernel_schemes(&self.schemes, true),
+                    )
+                    .map_err(|e| Error::failed("pausing kernel DAMON's actions", e))?;
+                Paused::ActionsOnly
+            }
+            Live::Engine(..) | Live::Sim(_) => Paused::Engine,
+        };
+        self.paused = Some(how);
+        Ok(how)
+    }
+
+    /// Resumes a paused session where it was; a no-op when it is not
+    /// paused.
+    pub fn resume(&mut self) -> Result<()> {
+        let Some(how) = self.paused else {
+            return Ok(());
+        };
+        if let Live::Kernel(k) = &mut self.live {
+            match how {
+                Paused::Kernel => k
+                    .driver
+                    .set_paused(false)
+                    .map_err(|e| Error::failed("resuming kernel DAMON's context", e))?,
+                _ => k
+                    .driver
+                    .commit(
+                        self.attrs,
+                        k.targets.clone(),
+                        kernel_schemes(&self.schemes, self.dry_run),
+                    )
+                    .map_err(|e| Error::failed("resuming kernel DAMON's actions", e))?,
+            }
+        }
+        self.paused = None;
+        Ok(())
+    }
+
+    /// How the session is paused, if it is.
+    pub fn paused(&self) -> Option<Paused> {
+        self.paused
     }
 
     /// The schemes' statistics and state, as the backend reports them;
@@ -1579,6 +1695,11 @@ impl Session {
     /// DAMON, whose trace is waited for with poll(2)), so a stop request or
     /// a vanished target is seen promptly.
     pub fn next(&mut self, stop: &dyn Fn() -> bool) -> Result<Event> {
+        if self.paused.is_some_and(Paused::stops_monitoring) {
+            return Err(Error::Usage(
+                "the session is paused: resume it before stepping it".into(),
+            ));
+        }
         let (started, deadline_us) = (self.started, self.deadline_us);
         // A program goes on after the command udamon started exits, while
         // it has processes.

@@ -833,3 +833,86 @@ fn a_process_set_without_processes_waits_and_says_for_what() {
         "{err}"
     );
 }
+
+/// `udamon ctl pause` and `resume` on a simulated job (udamon's engine):
+/// the session stops being stepped (its snapshot count stands still) and
+/// goes on where it was; the status and the answer say how; an unknown job
+/// is a usage error naming the jobs there are.
+#[test]
+fn a_job_pauses_and_resumes_keeping_what_it_learned() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    fs::create_dir_all(&root).unwrap();
+    let port = free_port();
+    let socket = d.path().join("ctl.sock");
+    let cfg = d.path().join("u.toml");
+    fs::write(&cfg, sim_config(port, &socket, "", "")).unwrap();
+    let svc = Service::start(d.path(), &cfg, &root);
+    let snapshots = |svc: &Service| {
+        let st = svc.ctl(&socket, &["status", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+        let w = &v["jobs"][0]["workers"];
+        let n: u64 = w
+            .as_object()
+            .map(|o| o.values().filter_map(|w| w["snapshots"].as_u64()).sum())
+            .unwrap_or(0);
+        let paused: Vec<String> = w
+            .as_object()
+            .map(|o| {
+                o.values()
+                    .filter_map(|w| w["paused"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        (n, paused)
+    };
+    wait_for(port, 60, "snapshots", |m| {
+        value(m, "udamon_job_snapshots_total{udamon_job=\"demo\"}").is_some_and(|v| v > 3.0)
+    });
+
+    let out = svc.ctl(&socket, &["pause", "demo"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("job demo: paused"), "{said}");
+    assert!(
+        said.contains("monitoring paused: the regions and their ages are kept"),
+        "{said}"
+    );
+    let (a, paused) = snapshots(&svc);
+    assert_eq!(paused.len(), 1, "{paused:?}");
+    std::thread::sleep(Duration::from_millis(1500));
+    let (b, _) = snapshots(&svc);
+    assert_eq!(a, b, "no snapshot while paused");
+    let st = text(&svc.ctl(&socket, &["status"]).stdout);
+    assert!(st.contains("paused: monitoring paused"), "{st}");
+
+    let out = svc.ctl(&socket, &["resume", "demo"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("job demo: resumed"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (c, paused) = snapshots(&svc);
+        if c > b && paused.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot after the resume ({b} -> {c})"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let out = svc.ctl(&socket, &["pause", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no job named \"nosuch\" (jobs: demo)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let err = svc.stop();
+    assert!(
+        err.contains("paused on request: monitoring paused"),
+        "{err}"
+    );
+    assert!(err.contains("resumed on request"), "{err}");
+}

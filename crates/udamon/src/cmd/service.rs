@@ -98,15 +98,42 @@ fn print_check(c: &Check) {
 }
 
 pub fn ctl(a: CtlArgs) -> Result<()> {
-    let request = match a.request {
-        CtlRequest::Status => "status",
-        CtlRequest::Reload => "reload",
+    let request = match &a.request {
+        CtlRequest::Status => "status".to_string(),
+        CtlRequest::Reload => "reload".to_string(),
+        CtlRequest::Pause { job } | CtlRequest::Resume { job } => {
+            // One line on the socket: a name is one word of the config's
+            // letters, digits, '-' and '_'.
+            if job.is_empty() || job.contains(char::is_whitespace) {
+                return Err(UsageError(format!(
+                    "job name {job:?}: give a job's name as in the config (one word)"
+                ))
+                .into());
+            }
+            let verb = if matches!(a.request, CtlRequest::Pause { .. }) {
+                "pause"
+            } else {
+                "resume"
+            };
+            format!("{verb} {job}")
+        }
     };
-    let v = udamon_service::ctl_request(&a.socket, request)?;
+    let v = udamon_service::ctl_request(&a.socket, &request)?;
     if a.json {
         return print_json(&v);
     }
     match a.request {
+        CtlRequest::Pause { .. } | CtlRequest::Resume { .. } => {
+            let msg = v["message"].as_str().unwrap_or("");
+            if v["ok"] == true {
+                println!("{msg}");
+                Ok(())
+            } else if msg.starts_with("no job named") {
+                Err(UsageError(msg.to_string()).into())
+            } else {
+                Err(anyhow::anyhow!("{msg}"))
+            }
+        }
         CtlRequest::Reload => {
             let msg = v["message"].as_str().unwrap_or("");
             if v["ok"] == true {
@@ -183,6 +210,9 @@ fn print_status(v: &serde_json::Value) {
             if let Some(p) = w["paused_by"].as_array().filter(|p| !p.is_empty()) {
                 let names: Vec<String> = p.iter().map(s).collect();
                 println!("    PAUSED by guardrail: {}", names.join(", "));
+            }
+            if let Some(p) = w["paused"].as_str() {
+                println!("    paused: {p}");
             }
             for sc in w["schemes"].as_array().into_iter().flatten() {
                 let quota = sc["effective_quota_bytes"]
