@@ -122,6 +122,9 @@ pub struct KdamonDriver {
     running: bool,
     /// The context is paused (`pause`, Linux 7.2+).
     paused: bool,
+    /// The kernel refreshes our kdamond's statistics and effective quotas
+    /// itself (`refresh_ms`, Linux 6.17+).
+    refreshing: bool,
     started_at: Option<Instant>,
     last_end_us: u64,
     deadline_us: Option<u64>,
@@ -162,6 +165,7 @@ impl KdamonDriver {
             owned: false,
             running: false,
             paused: false,
+            refreshing: false,
             started_at: None,
             last_end_us: 0,
             deadline_us: None,
@@ -320,7 +324,8 @@ impl KdamonDriver {
         // (an administrator, damo) sees them current. udamon still asks
         // for fresh figures before it reads them.
         let refresh = k.join("refresh_ms");
-        if self.io.exists(&refresh) {
+        self.refreshing = self.io.exists(&refresh);
+        if self.refreshing {
             self.write(&refresh, &REFRESH_MS.to_string())?;
         }
         self.write(&k.join("contexts/nr_contexts"), "1")?;
@@ -577,9 +582,18 @@ impl KdamonDriver {
         self.read(&self.kdamond().join("pid")).ok()?.parse().ok()
     }
 
-    /// Refreshes and reads the statistics of the user's schemes, in order.
+    /// Refreshes and reads the statistics of the user's schemes, in order
+    /// (with refresh_ms the kernel keeps the files current itself, at most
+    /// [`REFRESH_MS`] old, and no command takes DAMON's sysfs lock).
     pub fn stats(&mut self) -> Result<Vec<DamosStats>, Error> {
-        self.state_command("update_schemes_stats")?;
+        if self.refreshing {
+            self.check_not_foreign()?;
+            if !self.owned {
+                return Err(Error::NotStarted);
+            }
+        } else {
+            self.state_command("update_schemes_stats")?;
+        }
         (0..self.config.schemes.len())
             .map(|i| self.read_stats(i))
             .collect()
@@ -610,8 +624,18 @@ impl KdamonDriver {
     pub fn scheme_extras(&mut self) -> Result<Vec<SchemeExtras>, Error> {
         let k = self.kdamond().join("state");
         let cmd = |d: &mut Self, c: &str| d.io.write(&k, c).is_ok();
-        let has_quota = cmd(self, "update_schemes_effective_quotas");
-        let has_tried = cmd(self, "update_schemes_tried_bytes");
+        // With refresh_ms the kernel keeps effective_bytes current itself.
+        let has_quota = if self.refreshing {
+            self.io
+                .exists(&self.scheme_dir(0).join("quotas/effective_bytes"))
+        } else {
+            cmd(self, "update_schemes_effective_quotas")
+        };
+        // The tried bytes come from a walk of every scheme's next pass: a
+        // scheme stopped at max_nr_snapshots never makes one, and the
+        // command would hold DAMON's sysfs lock for ever.
+        let stops = self.config.schemes.iter().any(|s| s.max_nr_snapshots != 0);
+        let has_tried = !stops && cmd(self, "update_schemes_tried_bytes");
         (0..self.config.schemes.len())
             .map(|i| {
                 let d = self.scheme_dir(i);

@@ -655,7 +655,7 @@ fn untranslatable_scheme_writes_nothing() {
 fn stats_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let (mut fake, log) = FakeKernel::new(dir.path());
-    fake.omit = vec!["sz_ops_filter_passed"];
+    fake.omit = vec!["sz_ops_filter_passed", "refresh_ms"];
     let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
     d.start().unwrap();
     let st = admin_dir(dir.path()).join("kdamonds/0/contexts/0/schemes/0/stats");
@@ -683,6 +683,19 @@ fn stats_read_back() {
         }]
     );
     assert_eq!(log.borrow().last().unwrap().1, "update_schemes_stats");
+    d.stop().unwrap();
+
+    // Linux 6.17+: the kernel keeps the files current (refresh_ms), and no
+    // command takes DAMON's sysfs lock.
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
+    d.start().unwrap();
+    let st = admin_dir(dir.path()).join("kdamonds/0/contexts/0/schemes/0/stats");
+    std::fs::write(st.join("nr_tried"), "9\n").unwrap();
+    log.borrow_mut().clear();
+    assert_eq!(d.stats().unwrap()[0].nr_tried, 9);
+    assert!(log.borrow().is_empty(), "{:?}", log.borrow());
 }
 
 #[test]
@@ -761,7 +774,8 @@ fn tried_regions_become_snapshots() {
 #[test]
 fn scheme_extras_read_back_or_are_absent() {
     let dir = tempfile::tempdir().unwrap();
-    let (fake, log) = FakeKernel::new(dir.path());
+    let (mut fake, log) = FakeKernel::new(dir.path());
+    fake.omit = vec!["refresh_ms"];
     let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![prcl()]), Box::new(fake));
     d.start().unwrap();
     let s = admin_dir(dir.path()).join("kdamonds/0/contexts/0/schemes/0");
@@ -1193,4 +1207,29 @@ fn the_kernel_refreshes_our_figures_where_it_can() {
             .any(|(p, v)| p == "kdamonds/0/refresh_ms" && v == "1000");
         assert_eq!(wrote, omit.is_empty(), "{omit:?}");
     }
+}
+
+/// With refresh_ms the effective quota needs no command, and the tried
+/// bytes are not asked for while a scheme stops at max_nr_snapshots: the
+/// walk the command waits for would never come, and the command would hold
+/// DAMON's sysfs lock.
+#[test]
+fn scheme_extras_take_no_lock_for_ever() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, log) = FakeKernel::new(dir.path());
+    let mut stops = prcl();
+    stops.max_nr_snapshots = 5;
+    let mut d = KdamonDriver::with_io(dir.path().into(), config(vec![stops]), Box::new(fake));
+    d.start().unwrap();
+    let s = admin_dir(dir.path()).join("kdamonds/0/contexts/0/schemes/0");
+    std::fs::write(s.join("quotas/effective_bytes"), "4096\n").unwrap();
+    log.borrow_mut().clear();
+    let x = d.scheme_extras().unwrap();
+    assert_eq!(x[0].effective_bytes, Some(4096));
+    assert_eq!(x[0].tried_bytes, None);
+    assert!(
+        !log.borrow().iter().any(|(p, _)| p.ends_with("state")),
+        "{:?}",
+        log.borrow()
+    );
 }

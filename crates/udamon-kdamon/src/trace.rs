@@ -10,6 +10,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use udamon_core::schemes::DamosStats;
 use udamon_core::{RegionSnapshot, Snapshot, TargetSnapshot};
 
 /// One `damon_aggregated` event.
@@ -42,12 +43,7 @@ pub fn parse_aggregated(line: &str) -> Option<AggregatedEvent> {
                 .checked_mul(1_000_000)?
                 .checked_add(us.parse::<u64>().ok()?)
         });
-    // ftrace's first column is `comm-PID` (`kdamond.0-1234`).
-    let pid = head
-        .split_whitespace()
-        .next()
-        .and_then(|w| w.rsplit_once('-'))
-        .and_then(|(_, p)| p.parse().ok());
+    let pid = line_pid(head);
     let mut it = body.split_whitespace();
     let target_id = it.next()?.strip_prefix("target_id=")?.parse().ok()?;
     let nr_regions = it.next()?.strip_prefix("nr_regions=")?.parse().ok()?;
@@ -67,6 +63,60 @@ pub fn parse_aggregated(line: &str) -> Option<AggregatedEvent> {
             end: e.parse().ok()?,
             nr_accesses,
             age,
+        },
+    })
+}
+
+/// ftrace's first column, `comm-PID` (`kdamond.0-1234`): the PID.
+fn line_pid(head: &str) -> Option<u32> {
+    head.split_whitespace()
+        .next()
+        .and_then(|w| w.rsplit_once('-'))
+        .and_then(|(_, p)| p.parse().ok())
+}
+
+/// The tracepoint of a scheme's statistics after each of its apply
+/// intervals (Linux 7.0+).
+pub const SCHEME_STAT_EVENT: &str = "damos_stat_after_apply_interval";
+
+/// One `damos_stat_after_apply_interval` event: a scheme's cumulative
+/// statistics after one of its apply intervals, e.g. `kdamond.0-812 [001]
+/// ..... 12.345678: damos_stat_after_apply_interval: ctx_idx=0
+/// scheme_idx=1 nr_tried=3 sz_tried=12288 nr_applied=1 sz_applied=4096
+/// sz_ops_filter_passed=0 qt_exceeds=0 nr_snapshots=2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchemeStatEvent {
+    /// The kdamond that emitted it, when the line says.
+    pub pid: Option<u32>,
+    pub ctx_idx: u32,
+    pub scheme_idx: u32,
+    pub stats: DamosStats,
+}
+
+/// Parses a `damos_stat_after_apply_interval` line; `None` for other
+/// lines or malformed ones (every field is required).
+pub fn parse_scheme_stat(line: &str) -> Option<SchemeStatEvent> {
+    let marker = format!("{SCHEME_STAT_EVENT}: ");
+    let at = line.find(&marker)?;
+    let pid = line_pid(&line[..at]);
+    let mut f = std::collections::HashMap::new();
+    for w in line[at + marker.len()..].split_whitespace() {
+        let (k, v) = w.split_once('=')?;
+        f.insert(k, v.parse::<u64>().ok()?);
+    }
+    let get = |k: &str| f.get(k).copied();
+    Some(SchemeStatEvent {
+        pid,
+        ctx_idx: u32::try_from(get("ctx_idx")?).ok()?,
+        scheme_idx: u32::try_from(get("scheme_idx")?).ok()?,
+        stats: DamosStats {
+            nr_tried: get("nr_tried")?,
+            sz_tried: get("sz_tried")?,
+            nr_applied: get("nr_applied")?,
+            sz_applied: get("sz_applied")?,
+            sz_ops_filter_passed: get("sz_ops_filter_passed")?,
+            qt_exceeds: get("qt_exceeds")?,
+            nr_snapshots: get("nr_snapshots")?,
         },
     })
 }
@@ -247,12 +297,15 @@ pub fn tracefs_dir(root: &Path) -> Option<PathBuf> {
         .find(|p| p.join("instances").is_dir())
 }
 
-/// A private tracefs instance with `damon:damon_aggregated` enabled,
-/// read without blocking. Dropping it disables the event and removes the
+/// A private tracefs instance with `damon:damon_aggregated` enabled (and
+/// `damon:damos_stat_after_apply_interval` where the kernel has it), read
+/// without blocking. Dropping it disables the events and removes the
 /// instance.
 #[derive(Debug)]
 pub struct TraceSession {
     instance: PathBuf,
+    /// The schemes' statistics event is enabled too (Linux 7.0+).
+    scheme_stats: bool,
     /// Closed before the instance is removed: tracefs refuses to remove an
     /// instance with an open file (EBUSY).
     pipe: Option<File>,
@@ -293,6 +346,11 @@ impl TraceSession {
                 ));
             }
             fs::write(&enable, "1")?;
+            // Each scheme's statistics after each apply interval, where
+            // the kernel has the event: read from here, they need no
+            // sysfs command.
+            let stats = instance.join(format!("events/damon/{SCHEME_STAT_EVENT}/enable"));
+            let scheme_stats = stats.exists() && fs::write(&stats, "1").is_ok();
             // Wake a reader waiting in poll(2) on any event, not once the
             // instance's buffer is half full (the default); kernels before
             // 5.0 have no such file and wake on any event anyway.
@@ -301,11 +359,12 @@ impl TraceSession {
                 .read(true)
                 .custom_flags(libc_o_nonblock())
                 .open(instance.join("trace_pipe"))?;
-            Ok(pipe)
+            Ok((pipe, scheme_stats))
         })();
         match session {
-            Ok(pipe) => Ok(Self {
+            Ok((pipe, scheme_stats)) => Ok(Self {
                 instance,
+                scheme_stats,
                 pipe: Some(pipe),
                 partial: Vec::new(),
                 buf: vec![0; READ_CHUNK],
@@ -388,6 +447,11 @@ impl TraceSession {
     pub fn instance(&self) -> &Path {
         &self.instance
     }
+
+    /// Whether the schemes' statistics event is enabled (Linux 7.0+).
+    pub fn has_scheme_stats(&self) -> bool {
+        self.scheme_stats
+    }
 }
 
 impl Drop for TraceSession {
@@ -397,6 +461,13 @@ impl Drop for TraceSession {
             self.instance.join("events/damon/damon_aggregated/enable"),
             "0",
         );
+        if self.scheme_stats {
+            let _ = fs::write(
+                self.instance
+                    .join(format!("events/damon/{SCHEME_STAT_EVENT}/enable")),
+                "0",
+            );
+        }
         let _ = fs::remove_dir(&self.instance);
     }
 }
@@ -408,6 +479,31 @@ const fn libc_o_nonblock() -> i32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn scheme_stat_lines_parse() {
+        use super::*;
+        let l = "   kdamond.0-812   [001] .....  12.345678: damos_stat_after_apply_interval: ctx_idx=0 scheme_idx=1 nr_tried=3 sz_tried=12288 nr_applied=1 sz_applied=4096 sz_ops_filter_passed=7 qt_exceeds=2 nr_snapshots=5";
+        let ev = parse_scheme_stat(l).unwrap();
+        assert_eq!((ev.pid, ev.ctx_idx, ev.scheme_idx), (Some(812), 0, 1));
+        assert_eq!(
+            ev.stats,
+            DamosStats {
+                nr_tried: 3,
+                sz_tried: 12288,
+                nr_applied: 1,
+                sz_applied: 4096,
+                sz_ops_filter_passed: 7,
+                qt_exceeds: 2,
+                nr_snapshots: 5,
+            }
+        );
+        // Another event, a missing field, garbage: none.
+        assert!(parse_scheme_stat("kdamond.0-1 [0] 1.0: damon_aggregated: target_id=0").is_none());
+        assert!(parse_scheme_stat(&l.replace(" nr_snapshots=5", "")).is_none());
+        assert!(parse_scheme_stat(&l.replace("nr_tried=3", "nr_tried=x")).is_none());
+        assert!(parse_scheme_stat(&l.replace("scheme_idx=1", "scheme_idx=99999999999")).is_none());
+    }
+
     use super::*;
 
     fn ev(t: u64, target: u64, n: u32, s: u64, e: u64, acc: u32) -> AggregatedEvent {
@@ -541,6 +637,7 @@ mod tests {
         fs::rename(&staging, &inst).unwrap();
         let mut t = TraceSession {
             instance: inst.clone(),
+            scheme_stats: false,
             pipe: Some(File::open(inst.join("trace_pipe")).unwrap()),
             partial: Vec::new(),
             buf: vec![0; READ_CHUNK],

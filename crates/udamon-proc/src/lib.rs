@@ -49,8 +49,8 @@ pub use error::Error;
 pub use maps::{read_maps, Mapping};
 pub use members::{cgroup_of, Matcher, Member, Program, Tracker};
 pub use ops::{
-    clear_refs_path, node_mem_bp, node_room, proc_field, unsupported_reason, AccessMode, Paced,
-    ProcOps, SoftDirtyStats, TargetEnd,
+    clear_refs_path, machine_goal_value, node_mem_bp, node_room, proc_field, unsupported_reason,
+    AccessMode, Paced, ProcOps, SoftDirtyStats, TargetEnd,
 };
 pub use paddr::{node_ram, system_ram, PaddrOps};
 pub use pagemap::{Pagemap, PagemapEntry};

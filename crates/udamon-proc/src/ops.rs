@@ -741,34 +741,13 @@ impl Operations for ProcOps {
                     .sum();
                 (mapped > 0).then(|| rss * 10_000 / mapped)
             }
-            GoalMetric::NodeMemUsedBp | GoalMetric::NodeMemFreeBp => node_mem_bp(
-                &self.root,
-                goal.nid,
-                goal.metric == GoalMetric::NodeMemFreeBp,
-            ),
             GoalMetric::SomeMemPsiUs => {
                 let text = read("proc/pressure/memory")?;
                 let some = text.lines().find(|l| l.starts_with("some"))?;
                 some.split_whitespace()
                     .find_map(|w| w.strip_prefix("total=")?.parse().ok())
             }
-            GoalMetric::ActiveMemBp | GoalMetric::InactiveMemBp => {
-                let text = read("proc/meminfo")?;
-                let active = proc_field(&text, "Active:")?;
-                let inactive = proc_field(&text, "Inactive:")?;
-                let part = if goal.metric == GoalMetric::ActiveMemBp {
-                    active
-                } else {
-                    inactive
-                };
-                Some(part * 10_000 / (active + inactive).max(1))
-            }
-            GoalMetric::NodeMemcgUsedBp | GoalMetric::NodeMemcgFreeBp => node_memcg_bp(
-                &self.root,
-                goal.nid,
-                goal.path.as_deref().unwrap_or("/"),
-                goal.metric == GoalMetric::NodeMemcgFreeBp,
-            ),
+            m if is_machine_metric(m) => machine_goal_value(&self.root, goal),
             GoalMetric::RefaultRate => {
                 let text = read("proc/vmstat")?;
                 Some(
@@ -783,6 +762,55 @@ impl Operations for ProcOps {
     /// Free memory per mille of the total, from `/proc/meminfo`.
     fn free_mem_rate(&mut self, _now_us: u64) -> Option<u32> {
         meminfo_free_rate(&self.root)
+    }
+}
+
+/// Whether a goal metric is one of the machine's that [`machine_goal_value`]
+/// reads.
+fn is_machine_metric(m: udamon_core::schemes::GoalMetric) -> bool {
+    use udamon_core::schemes::GoalMetric as M;
+    matches!(
+        m,
+        M::NodeMemUsedBp
+            | M::NodeMemFreeBp
+            | M::NodeMemcgUsedBp
+            | M::NodeMemcgFreeBp
+            | M::ActiveMemBp
+            | M::InactiveMemBp
+    )
+}
+
+/// The current value of a goal on the machine's memory, read where the
+/// kernel reads it: a node's `meminfo` (`node_mem_*_bp`), a cgroup's
+/// `memory.numa_stat` over its node (`node_memcg_*_bp`), `/proc/meminfo`'s
+/// LRU lists (`active_mem_bp`, `inactive_mem_bp`). `None` for the other
+/// metrics, or where the files cannot be read. Kernel DAMON does not
+/// publish these (its `current_value` file holds user input only), so
+/// udamon reports this reading for its kdamonds' goals too.
+pub fn machine_goal_value(root: &Path, goal: &udamon_core::schemes::QuotaGoal) -> Option<u64> {
+    use udamon_core::schemes::GoalMetric as M;
+    match goal.metric {
+        M::NodeMemUsedBp | M::NodeMemFreeBp => {
+            node_mem_bp(root, goal.nid, goal.metric == M::NodeMemFreeBp)
+        }
+        M::NodeMemcgUsedBp | M::NodeMemcgFreeBp => node_memcg_bp(
+            root,
+            goal.nid,
+            goal.path.as_deref().unwrap_or("/"),
+            goal.metric == M::NodeMemcgFreeBp,
+        ),
+        M::ActiveMemBp | M::InactiveMemBp => {
+            let text = std::fs::read_to_string(root.join("proc/meminfo")).ok()?;
+            let active = proc_field(&text, "Active:")?;
+            let inactive = proc_field(&text, "Inactive:")?;
+            let part = if goal.metric == M::ActiveMemBp {
+                active
+            } else {
+                inactive
+            };
+            Some(part * 10_000 / (active + inactive).max(1))
+        }
+        _ => None,
     }
 }
 

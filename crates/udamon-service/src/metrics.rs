@@ -354,6 +354,12 @@ fn render_job_sessions(f: &mut Families, job: &JobStatus, running: &[&WorkerStat
         &[("udamon_job", j)],
         running.len() as f64,
     );
+    f.gauge(
+        "udamon_job_paused_sessions",
+        "Sessions of the job paused by `udamon ctl pause` (their regions and ages kept).",
+        &[("udamon_job", j)],
+        running.iter().filter(|w| w.paused.is_some()).count() as f64,
+    );
     let snaps = job.retired_snapshots + job.workers.values().map(|w| w.snapshots).sum::<u64>();
     f.counter(
         "udamon_job_snapshots_total",

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
-use udamon_core::schemes::{Action, Damos};
+use udamon_core::schemes::{Action, Damos, DamosStats};
 use udamon_core::softdirty::SoftDirtyReset;
 use udamon_core::{Attrs, Engine, Mode, Monitor, Operations, Snapshot, Target};
-use udamon_kdamon::trace::{parse_aggregated, Assembler, TraceSession};
+use udamon_kdamon::trace::{parse_aggregated, parse_scheme_stat, Assembler, TraceSession};
 use udamon_kdamon::{KTarget, KdamonConfig, KdamonDriver, OpsKind};
 use udamon_proc::{
     proc_field, system_ram, unsupported_reason, AccessMode, Paced, PaddrOps, ProcOps,
@@ -581,6 +581,10 @@ struct Kernel {
     /// CPU seconds of kdamond threads before a restart, less the new
     /// thread's at its start: added to the thread's own count.
     cpu_offset: f64,
+    /// Each scheme's statistics from the trace's
+    /// `damos_stat_after_apply_interval` events (Linux 7.0+), by index:
+    /// read without a sysfs command.
+    trace_stats: Vec<Option<DamosStats>>,
     /// Whether the trace pipe may hold lines not read yet (false after a
     /// read emptied it, until poll(2) says otherwise).
     unread: bool,
@@ -799,6 +803,21 @@ fn check_schemes(
     }
     // (`choose` already refused kernel DAMON without the operations set the
     // target needs: it is one of the kdamond path's blockers.)
+    if ops == OpsChoice::Kdamond && !phys {
+        let eligible = schemes.iter().enumerate().find(|(_, s)| {
+            s.quota
+                .goals
+                .iter()
+                .any(|g| g.metric == udamon_core::schemes::GoalMetric::NodeEligibleMemBp)
+        });
+        if let Some((i, _)) = eligible {
+            return Err(Error::Usage(format!(
+                "scheme {i}: quota goal node_eligible_mem_bp is measured by kernel DAMON on \
+                 physical memory only (paddr, Linux 7.2+): monitor it with --paddr or --node, \
+                 or use another metric for a process"
+            )));
+        }
+    }
     if ops != OpsChoice::Kdamond {
         for (i, s) in schemes.iter().enumerate() {
             let why = if phys && s.action != Action::Stat {
@@ -919,6 +938,7 @@ fn start_kernel(spec: &Spec, targets: Vec<KTarget>, positional: bool) -> Result<
         ready: Default::default(),
         unread: true,
         last_regions: Vec::new(),
+        trace_stats: Vec::new(),
         warn: spec.warn.clone(),
         cpu_offset: 0.0,
     }));
@@ -1519,6 +1539,8 @@ impl Session {
                 let targets = k.targets.clone();
                 // Paused actions stay paused through a reload.
                 let dry = dry_run || self.paused == Some(Paused::ActionsOnly);
+                // The schemes by index may be others now.
+                k.trace_stats.clear();
                 k.driver
                     .commit(attrs, targets, kernel_schemes(&schemes, dry))
                     .map_err(|e| Error::failed("committing to kernel DAMON", e))?;
@@ -1625,10 +1647,25 @@ impl Session {
             Live::Sim(sim) => return Ok(scheme_reports(sim.engine.schemes())),
             Live::Kernel(k) => k,
         };
-        let stats = k
-            .driver
-            .stats()
-            .map_err(|e| Error::failed("reading kernel DAMON's scheme statistics", e))?;
+        // The trace's statistics events (7.0+) when every scheme has one:
+        // no sysfs command (each takes DAMON's sysfs lock and waits for
+        // the kdamond); else the statistics files, refreshed first.
+        let n = self.schemes.len();
+        let traced: Option<Vec<DamosStats>> = (n > 0 && k.trace_stats.len() >= n)
+            .then(|| {
+                k.trace_stats[..n]
+                    .iter()
+                    .copied()
+                    .collect::<Option<Vec<_>>>()
+            })
+            .flatten();
+        let stats = match traced {
+            Some(s) => s,
+            None => k
+                .driver
+                .stats()
+                .map_err(|e| Error::failed("reading kernel DAMON's scheme statistics", e))?,
+        };
         let extras = k.driver.scheme_extras().unwrap_or_default();
         Ok(stats
             .into_iter()
@@ -1643,9 +1680,16 @@ impl Session {
                     ));
                 }
                 if x.tried_bytes.is_none() {
-                    na.push(format!(
-                        "tried_regions_bytes: kernel {kernel} lacks tried_regions/total_bytes (6.6)"
-                    ));
+                    na.push(if self.schemes.iter().any(|s| s.max_nr_snapshots != 0) {
+                        "tried_regions_bytes: not asked for while a scheme stops at \
+                         max_nr_snapshots (the kernel's walk would wait for ever)"
+                            .to_string()
+                    } else {
+                        format!(
+                            "tried_regions_bytes: kernel {kernel} lacks tried_regions/total_bytes \
+                             (6.6)"
+                        )
+                    });
                 }
                 na.push("nr_tried_regions: read only with tried-regions snapshots".into());
                 let has_goals = !s.quota.goals.is_empty();
@@ -1655,18 +1699,20 @@ impl Session {
                     ));
                 }
                 // The kernel publishes current values of user_input goals
-                // only (the others read 0): node goals are read where the
-                // kernel reads them, the node's meminfo.
+                // only (the others read 0): the machine's goals are read
+                // where the kernel reads them (a node's meminfo, a
+                // cgroup's numa_stat, the LRU lists); the rest are said.
                 let goal_values = x.goal_values.filter(|_| has_goals).map(|mut v| {
                     use udamon_core::schemes::GoalMetric;
                     for (val, g) in v.iter_mut().zip(&s.quota.goals) {
-                        let free = match g.metric {
-                            GoalMetric::NodeMemFreeBp => true,
-                            GoalMetric::NodeMemUsedBp => false,
-                            _ => continue,
-                        };
-                        if let Some(n) = udamon_proc::node_mem_bp(&root, g.nid, free) {
+                        if let Some(n) = udamon_proc::machine_goal_value(&root, g) {
                             *val = n;
+                        } else if g.metric != GoalMetric::UserInput {
+                            na.push(format!(
+                                "goal_values: kernel DAMON does not publish {}'s current value \
+                                 (shown as 0)",
+                                g.metric.name()
+                            ));
                         }
                     }
                     v
@@ -2010,8 +2056,23 @@ impl Kernel {
         };
         let ready = &mut self.ready;
         let last_regions = &mut self.last_regions;
+        let trace_stats = &mut self.trace_stats;
+        let pid = self.pid;
         session
             .for_each_line(|line| {
+                if let Some(ev) = parse_scheme_stat(line) {
+                    // Ours only: the kdamond's thread, its one context.
+                    if ev.ctx_idx == 0 && (pid.is_none() || ev.pid == pid) {
+                        let i = ev.scheme_idx as usize;
+                        if i < 1024 {
+                            if trace_stats.len() <= i {
+                                trace_stats.resize(i + 1, None);
+                            }
+                            trace_stats[i] = Some(ev.stats);
+                        }
+                    }
+                    return;
+                }
                 if let Some(ev) = parse_aggregated(line) {
                     if let Some(mut s) = asm.push(ev) {
                         if let Some(f) = f {

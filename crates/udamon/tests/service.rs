@@ -885,6 +885,11 @@ fn a_job_pauses_and_resumes_keeping_what_it_learned() {
     assert_eq!(a, b, "no snapshot while paused");
     let st = text(&svc.ctl(&socket, &["status"]).stdout);
     assert!(st.contains("paused: monitoring paused"), "{st}");
+    let m = get(port, "/metrics").unwrap();
+    assert_eq!(
+        value(&m, "udamon_job_paused_sessions{udamon_job=\"demo\"}"),
+        Some(1.0)
+    );
 
     let out = svc.ctl(&socket, &["resume", "demo"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
