@@ -2711,7 +2711,157 @@ def check_objects_lock(d, out):
     return "; ".join(figs)
 
 
+def check_kernel_features(d, out):
+    """The 6.17-7.2 features, each read back from the kernel's files
+    (kernel-features.sh says what each step does)."""
+    figs = []
+
+    def rc(name):
+        return read(d, f"{name}.rc", "?").strip()
+
+    def sysfs(name):
+        return kv(read(d, name, ""))
+
+    def num(v, what):
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            raise Fail(f"{what} is {v!r}, not a number")
+
+    if rc("apply") != "0":
+        raise Fail(f"udamon apply exited {rc('apply')}: {read(d, 'apply.err', '')[-300:]}")
+    s1, s2 = sysfs("sysfs-1.txt"), sysfs("sysfs-2.txt")
+    want = {
+        "refresh_ms": "1000",
+        "s0.dests/nr_dests": "2", "s0.dest.0": "0:1", "s0.dest.1": "1:1",
+        "s0.quotas/fail_charge_num": "1", "s0.quotas/fail_charge_denom": "4",
+        "s1.stats/max_nr_snapshots": "5",
+        "s2.goal.0.target_metric": "active_mem_bp", "s2.quotas/goal_tuner": "temporal",
+        "s3.goal.0.target_metric": "inactive_mem_bp",
+        "s4.goal.0.target_metric": "node_memcg_used_bp", "s4.goal.0.path": "/",
+        "s4.goal.0.nid": "0",
+    }
+    for k, v in want.items():
+        if s1.get(k) != v:
+            raise Fail(f"sysfs {k} is {s1.get(k)!r}, udamon wrote {v!r}")
+    if os.path.exists(os.path.join(d, "tp-format.txt")):
+        if s1.get("stat_event") != "1":
+            raise Fail(f"the kernel has damos_stat_after_apply_interval but udamon's trace instance "
+                       f"does not take it (enable {s1.get('stat_event')!r})")
+        figs.append("statistics from the damos_stat_after_apply_interval tracepoint")
+    snaps = [num(x.get("s1.stats/nr_snapshots"), "nr_snapshots") for x in (s1, s2)]
+    tried = [num(x.get("s1.stats/nr_tried"), "nr_tried") for x in (s1, s2)]
+    if snaps != [5, 5] or tried[0] != tried[1] or tried[0] == 0:
+        raise Fail(f"max_nr_snapshots 5: nr_snapshots {snaps}, nr_tried {tried} (should stop)")
+    figs.append(f"max_nr_snapshots: stopped at 5 ({tried[0]} regions tried)")
+    # Each goal is met once the kernel measures at least 1 bp; met, the
+    # temporal tuner stops its scheme: between the two reads its quota is
+    # exceeded again and nothing more is tried. Unmet, it goes on trying.
+    # /proc/meminfo's LRU lists say what the kernel should see.
+    lru = kv(read(d, "lru-2.txt", "").replace(":", "="))
+    active = int(lru.get("Active", "0 kB").split()[0])
+    inactive = int(lru.get("Inactive", "0 kB").split()[0])
+    total = max(active + inactive, 1)
+    expect = {
+        2: ("active_mem_bp", active * 10000 // total >= 1),
+        3: ("inactive_mem_bp", inactive * 10000 // total >= 1),
+        4: ("node_memcg_used_bp", True),
+    }
+    for i, (goal, met) in expect.items():
+        t = [num(x.get(f"s{i}.stats/nr_tried"), f"s{i} nr_tried") for x in (s1, s2)]
+        q = [num(x.get(f"s{i}.stats/qt_exceeds"), f"s{i} qt_exceeds") for x in (s1, s2)]
+        stopped = t[0] == t[1] and q[1] > q[0]
+        figs.append(f"{goal} goal {'met' if stopped else 'not met'} (tried {t[0]}→{t[1]}, "
+                    f"over quota {q[0]}→{q[1]})")
+        if stopped != met:
+            raise Fail(f"{goal} at 0.01%: the kernel's scheme {'stopped' if stopped else 'ran'}, "
+                       f"/proc/meminfo active {active} kB inactive {inactive} kB says it should "
+                       f"{'stop' if met else 'run'}: " + ", ".join(figs))
+    moved = num(s2.get("s0.stats/sz_applied"), "s0 sz_applied")
+    figs.append(f"migrate_hot to dests moved {moved / 2**20:.1f} MiB")
+    if moved == 0:
+        raise Fail("migrate_hot with dests moved nothing: " + ", ".join(figs))
+    reps, order = hold_reports(d)
+    hot = reps[order[-1]].get("hot", {}) if order else {}
+    if not hot.get("pages"):
+        raise Fail("hold reported no hot pages")
+    share = hot.get("node1", 0) / hot["pages"]
+    figs.append(f"dests 1:1: hot part on node 1 {share * 100:.0f}%")
+    if not 0.25 <= share <= 0.75:
+        raise Fail("weighted dests 1:1 did not split the hot part: " + ", ".join(figs))
+
+    if rc("eligible") != "0":
+        raise Fail(f"udamon apply --paddr exited {rc('eligible')}: {read(d, 'eligible.err', '')[-300:]}")
+    e1, e2 = sysfs("sysfs-eligible.txt"), sysfs("sysfs-eligible-2.txt")
+    if e1.get("s0.goal.0.target_metric") != "node_eligible_mem_bp" or e1.get("s0.goal.0.nid") != "0":
+        raise Fail(f"node_eligible_mem_bp goal not in sysfs: {e1}")
+    et = [num(x.get("s0.stats/nr_tried"), "eligible nr_tried") for x in (e1, e2)]
+    eq = [num(x.get("s0.stats/qt_exceeds"), "eligible qt_exceeds") for x in (e1, e2)]
+    met = et[0] == et[1] and eq[1] > eq[0]
+    figs.append(f"node_eligible_mem_bp (paddr) goal {'met' if met else 'not met'} "
+                f"(tried {et[0]}→{et[1]}, over quota {eq[0]}→{eq[1]})")
+    if not met:
+        raise Fail("node_eligible_mem_bp at 0.01% of idle memory on node 0 not met: " + ", ".join(figs))
+    if rc("eligible-vaddr") != "2" or "physical memory only" not in read(d, "eligible-vaddr.out", ""):
+        raise Fail(f"node_eligible_mem_bp on a process not refused (exit {rc('eligible-vaddr')}): "
+                   f"{read(d, 'eligible-vaddr.out', '')[-300:]}")
+    run, p1, p2, res = (sysfs(f"sysfs-{t}.txt") for t in ("running", "paused-1", "paused-2", "resumed"))
+    if rc("pause") != "0" or rc("resume") != "0":
+        raise Fail(f"ctl pause/resume exited {rc('pause')}/{rc('resume')}: "
+                   f"{read(d, 'pause.err', '')[-200:]} {read(d, 'resume.err', '')[-200:]}")
+    pid = run.get("kdamond_pid")
+    if not pid or {p1.get("kdamond_pid"), p2.get("kdamond_pid"), res.get("kdamond_pid")} != {pid}:
+        raise Fail(f"the kdamond changed across pause and resume: {pid} {p1.get('kdamond_pid')} "
+                   f"{res.get('kdamond_pid')}")
+    if (run.get("pause"), p1.get("pause"), p2.get("pause"), res.get("pause")) != ("N", "Y", "Y", "N"):
+        raise Fail(f"pause file {run.get('pause')} {p1.get('pause')} {p2.get('pause')} {res.get('pause')}")
+    n = [num(x.get("s0.stats/nr_snapshots"), "nr_snapshots") for x in (p1, p2, res)]
+    if n[0] != n[1] or n[2] <= n[1]:
+        raise Fail(f"nr_snapshots paused {n[0]}, {n[1]}; resumed {n[2]}: pause should hold it, resume move it")
+    if "kernel DAMON's context paused" not in read(d, "pause.out", ""):
+        raise Fail(f"ctl pause did not say how: {read(d, 'pause.out', '')[:300]}")
+    if rc("pause-unknown") != "2":
+        raise Fail(f"ctl pause of an unknown job exited {rc('pause-unknown')}")
+    figs.append(f"pause: kdamond {pid} kept, nr_snapshots held at {n[1]}, {n[2]} after resume")
+
+    if os.path.exists(os.path.join(d, "stat-absent.txt")):
+        if rc("damon-stat-absent") != "3":
+            raise Fail(f"damon-stat without the module exited {rc('damon-stat-absent')}")
+        figs.append("no DAMON_STAT module (damon-stat exits 3)")
+    else:
+        agreed = 0
+        for k in (1, 2):
+            a, b = read(d, f"stat-files-{k}-a.txt", ""), read(d, f"stat-files-{k}-b.txt", "")
+            if a != b or not a:
+                continue
+            f = kv(a)
+            j = json_file(d, f"damon-stat-{k}.json") or {}
+            pct = [int(x) for x in f["memory_idle_ms_percentiles"].split(",")]
+            if j.get("estimated_memory_bandwidth") != int(f["estimated_memory_bandwidth"]) or \
+                    j.get("idle_ms_percentiles") != pct or j.get("enabled") is not True:
+                raise Fail(f"udamon damon-stat --json differs from the module's files: {j} vs {f}")
+            sc = parse_scrapes("# scrape 0\n" + read(d, f"metrics-{k}.txt", ""))[0]
+            bw = metric(sc, "udamon_damon_stat_memory_bandwidth_bytes_per_second")
+            if bw != float(f["estimated_memory_bandwidth"]):
+                raise Fail(f"metric bandwidth {bw} vs file {f['estimated_memory_bandwidth']}")
+            for p in (0, 50, 100):
+                v = metric(sc, "udamon_damon_stat_memory_idle_seconds", percentile=p)
+                if v is None or abs(v - pct[p] / 1000) > 1e-9:
+                    raise Fail(f"metric idle p{p} {v} vs file {pct[p]} ms")
+            if metric(sc, "udamon_damon_stat_enabled") != 1.0:
+                raise Fail("udamon_damon_stat_enabled is not 1")
+            agreed += 1
+            figs.append(f"DAMON_STAT: bandwidth {int(f['estimated_memory_bandwidth']) / 2**20:.0f} MiB/s, "
+                        f"idle p50 {pct[50] / 1000:.1f} s, same in damon-stat and the scrape")
+        if not agreed:
+            raise Fail("DAMON_STAT changed during every comparison (or was not read)")
+    if rc("svc") != "0":
+        raise Fail(f"the service exited {rc('svc')}: {read(d, 'svc.err', '')[-300:]}")
+    return "; ".join(figs)
+
+
 CHECKS = {
+    "kernel-features": check_kernel_features,
     "objects-named": check_objects_named,
     "objects-real": check_objects_real,
     "objects-lock": check_objects_lock,

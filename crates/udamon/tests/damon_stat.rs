@@ -4,30 +4,12 @@
 //! each test proves the command wrote nothing into it.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod common;
-use common::{text, udamon, write};
+use common::{snapshot_tree, text, udamon, write};
 
 const PARAMS: &str = "sys/module/damon_stat/parameters";
-
-fn snapshot_tree(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                out.push((p.clone(), Vec::new()));
-                stack.push(p);
-            } else {
-                out.push((p.clone(), fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
 
 /// A 7.2+ module: every file; p0..p2 accessed (hot for 300, 200, 100 ms),
 /// then pN idle for N * 100 - 300 ms.

@@ -7,24 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{fake_process, text, udamon, write, HEAP_MAP};
-
-fn snapshot_tree(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push((p.clone(), fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
+use common::{fake_process, snapshot_tree, text, udamon, write, HEAP_MAP};
 
 const PID: u32 = 4242;
 

@@ -135,6 +135,27 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Every directory and file under `root` with its bytes (a directory's
+/// empty), sorted: two of them differ when anything was written, made or
+/// removed in between.
+pub fn snapshot_tree(root: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.push((p.clone(), Vec::new()));
+                stack.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Writes `s` at `p` under `root`, making the directories.
 pub fn write(root: &Path, p: &str, s: &str) {
     let p = root.join(p);
