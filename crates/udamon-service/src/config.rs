@@ -354,7 +354,6 @@ impl JobPlan {
         self.target == old.target
             && self.ops == old.ops
             && self.softdirty_reset == old.softdirty_reset
-            && self.record == old.record
     }
 }
 

@@ -999,6 +999,9 @@ impl<'a> SessionRun<'a> {
                         "reloaded: new attributes and schemes in force",
                     );
                 }
+                if new_plan.record != self.plan.record {
+                    self.switch_record(&new_plan);
+                }
                 self.plan = new_plan;
                 self.capped = self.plan.capped_by_rate();
             }
@@ -1009,6 +1012,27 @@ impl<'a> SessionRun<'a> {
                 self.env.with_job(&self.job, |j| j.last_error = Some(msg));
             }
         }
+    }
+
+    /// New recording settings, taken online: the record being written ends
+    /// here and the next one starts under the new settings (or recording
+    /// stops), while the session, its kdamond, regions and ages go on.
+    fn switch_record(&mut self, plan: &JobPlan) {
+        let (dir, path, writer) = open_first_record(self.id, plan, &self.session, self.env);
+        if let Err(e) = self.recorder.replace_writer(writer) {
+            log::warn(
+                Some(&self.job),
+                &format!("closing the previous record: {e}"),
+            );
+        }
+        let msg = match &path {
+            Some(p) => format!("new recording settings: now recording to {}", p.display()),
+            None => "new recording settings: recording off".to_string(),
+        };
+        log::info(Some(&self.job), &msg);
+        self.record_dir = dir;
+        self.record_path = path;
+        self.record_started = Instant::now();
     }
 
     /// Starts a new record once the current one is `record.rotate` old,

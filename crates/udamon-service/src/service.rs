@@ -622,7 +622,7 @@ fn reload(
                         old.reload(j.clone(), env);
                         log::info(
                             Some(&j.name),
-                            "new attributes, schemes or guardrails: applied online",
+                            "new attributes, schemes, guardrails or recording: applied online",
                         );
                         said.push(format!("{}: updated online", j.name));
                     }
@@ -631,7 +631,7 @@ fn reload(
                             old.stop();
                         }
                         jobs.insert(j.name.clone(), Job::start(j.clone(), env));
-                        log::info(Some(&j.name), "new target, path or recording: restarted");
+                        log::info(Some(&j.name), "new target or path: restarted");
                         said.push(format!("{}: restarted", j.name));
                     }
                 }

@@ -921,3 +921,69 @@ fn a_job_pauses_and_resumes_keeping_what_it_learned() {
     );
     assert!(err.contains("resumed on request"), "{err}");
 }
+
+/// New recording settings are taken online: the session goes on (its
+/// snapshot count keeps growing, no restart), a record starts in the new
+/// directory, and removing `[jobs.record]` ends it, readable.
+#[test]
+fn recording_settings_change_online() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    fs::create_dir_all(&root).unwrap();
+    let port = free_port();
+    let socket = d.path().join("ctl.sock");
+    let cfg = d.path().join("u.toml");
+    fs::write(&cfg, sim_config(port, &socket, "", "")).unwrap();
+    let svc = Service::start(d.path(), &cfg, &root);
+    let snaps =
+        |m: &str| value(m, "udamon_job_snapshots_total{udamon_job=\"demo\"}").unwrap_or(0.0);
+    let before = snaps(&wait_for(port, 60, "snapshots", |m| snaps(m) > 3.0));
+
+    let rec = d.path().join("rec");
+    let record = format!("[jobs.record]\ndir = \"{}\"\n", rec.display());
+    fs::write(&cfg, sim_config(port, &socket, &record, "")).unwrap();
+    let out = svc.ctl(&socket, &["reload"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("demo: updated online"),
+        "{}",
+        text(&out.stdout)
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let file = loop {
+        let files: Vec<_> = fs::read_dir(&rec)
+            .map(|r| r.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        if let Some(f) = files.first() {
+            break f.clone();
+        }
+        assert!(Instant::now() < deadline, "no record in {}", rec.display());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let m = wait_for(port, 30, "snapshots go on", |m| snaps(m) > before + 3.0);
+    assert!(snaps(&m) > before, "the session went on: no restart");
+
+    fs::write(&cfg, sim_config(port, &socket, "", "")).unwrap();
+    let out = svc.ctl(&socket, &["reload"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The session takes it at its next second: its status shows no record.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = svc.ctl(&socket, &["status", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+        let recording = v["jobs"][0]["workers"]
+            .as_object()
+            .is_some_and(|o| o.values().any(|w| !w["record"].is_null()));
+        if !recording {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still recording: {v}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let err = svc.stop();
+    assert!(err.contains("now recording to"), "{err}");
+    assert!(err.contains("recording off"), "{err}");
+    assert!(!err.contains("restarted"), "{err}");
+    let out = udamon(d.path(), &["report", "wss", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
