@@ -834,6 +834,18 @@ fn a_process_set_without_processes_waits_and_says_for_what() {
     );
 }
 
+/// A service of one simulated job `demo` without schemes, under `dir`:
+/// the service, its port, control socket and config file.
+fn plain_sim_service(dir: &Path) -> (Service, u16, PathBuf, PathBuf) {
+    let root = dir.join("root");
+    fs::create_dir_all(&root).unwrap();
+    let port = free_port();
+    let socket = dir.join("ctl.sock");
+    let cfg = dir.join("u.toml");
+    fs::write(&cfg, sim_config(port, &socket, "", "")).unwrap();
+    (Service::start(dir, &cfg, &root), port, socket, cfg)
+}
+
 /// `udamon ctl pause` and `resume` on a simulated job (udamon's engine):
 /// the session stops being stepped (its snapshot count stands still) and
 /// goes on where it was; the status and the answer say how; an unknown job
@@ -841,13 +853,7 @@ fn a_process_set_without_processes_waits_and_says_for_what() {
 #[test]
 fn a_job_pauses_and_resumes_keeping_what_it_learned() {
     let d = tempfile::tempdir().unwrap();
-    let root = d.path().join("root");
-    fs::create_dir_all(&root).unwrap();
-    let port = free_port();
-    let socket = d.path().join("ctl.sock");
-    let cfg = d.path().join("u.toml");
-    fs::write(&cfg, sim_config(port, &socket, "", "")).unwrap();
-    let svc = Service::start(d.path(), &cfg, &root);
+    let (svc, port, socket, _) = plain_sim_service(d.path());
     let snapshots = |svc: &Service| {
         let st = svc.ctl(&socket, &["status", "--json"]);
         let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
@@ -928,13 +934,7 @@ fn a_job_pauses_and_resumes_keeping_what_it_learned() {
 #[test]
 fn recording_settings_change_online() {
     let d = tempfile::tempdir().unwrap();
-    let root = d.path().join("root");
-    fs::create_dir_all(&root).unwrap();
-    let port = free_port();
-    let socket = d.path().join("ctl.sock");
-    let cfg = d.path().join("u.toml");
-    fs::write(&cfg, sim_config(port, &socket, "", "")).unwrap();
-    let svc = Service::start(d.path(), &cfg, &root);
+    let (svc, port, socket, cfg) = plain_sim_service(d.path());
     let snaps =
         |m: &str| value(m, "udamon_job_snapshots_total{udamon_job=\"demo\"}").unwrap_or(0.0);
     let before = snaps(&wait_for(port, 60, "snapshots", |m| snaps(m) > 3.0));
