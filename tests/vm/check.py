@@ -2777,6 +2777,15 @@ def check_kernel_features(d, out):
             raise Fail(f"{goal} at 0.01%: the kernel's scheme {'stopped' if stopped else 'ran'}, "
                        f"/proc/meminfo active {active} kB inactive {inactive} kB says it should "
                        f"{'stop' if met else 'run'}: " + ", ".join(figs))
+    # The fail charge ratio: every try of schemes 5 and 6 fails (cold
+    # memory to node 0, where it is); charged a quarter, scheme 6 tries more.
+    tried = [num(s2.get(f"s{i}.stats/sz_tried"), f"s{i} sz_tried") for i in (5, 6)]
+    back = [num(s2.get(f"s{i}.stats/sz_applied"), f"s{i} sz_applied") for i in (5, 6)]
+    ratio = tried[1] / max(tried[0], 1)
+    figs.append(f"fail charge 1/4: tried {tried[1] / 2**20:.0f} MiB against {tried[0] / 2**20:.0f} MiB "
+                f"charged in full ({ratio:.1f}x; moved {back[1] / 2**20:.1f} and {back[0] / 2**20:.1f} MiB)")
+    if tried[0] == 0 or ratio < 2.0:
+        raise Fail("the fail charge ratio did not let the scheme try more: " + ", ".join(figs))
     moved = num(s2.get("s0.stats/sz_applied"), "s0 sz_applied")
     figs.append(f"migrate_hot to dests moved {moved / 2**20:.1f} MiB")
     if moved == 0:

@@ -92,6 +92,29 @@ metric = "node_memcg_used_bp"
 target = 1
 nid = 0
 path = "/"
+
+# 5, 6: the fail charge ratio's effect (7.2): migrating cold memory to node
+# 0, where it is, moves nothing (the kernel skips a folio already on its
+# node), so every try fails; charged a quarter of it, scheme 6 tries up to
+# four times what scheme 5 does under the same quota
+[[scheme]]
+action = "migrate_cold"
+access_pattern = { sz = ["4K", "max"], freq = ["0%", "0%"], age = ["1s", "max"] }
+dests = [{ node = 0, weight = 1 }]
+
+[scheme.quota]
+size = "32M"
+reset_interval = "1s"
+
+[[scheme]]
+action = "migrate_cold"
+access_pattern = { sz = ["4K", "max"], freq = ["0%", "0%"], age = ["1s", "max"] }
+dests = [{ node = 0, weight = 1 }]
+
+[scheme.quota]
+size = "32M"
+reset_interval = "1s"
+fail_charge = "1/4"
 EOF
 "$UD" schemes check features.toml > features.check 2>&1 || error "schemes check: $(tail -n 2 features.check)"
 
@@ -120,7 +143,7 @@ dump_schemes() {
             i=${s##*/}
             for f in action dests/nr_dests quotas/fail_charge_num quotas/fail_charge_denom \
                 quotas/goal_tuner quotas/goals/nr_goals quotas/effective_bytes stats/nr_tried \
-                stats/sz_applied stats/qt_exceeds stats/nr_snapshots stats/max_nr_snapshots; do
+                stats/sz_tried stats/sz_applied stats/qt_exceeds stats/nr_snapshots stats/max_nr_snapshots; do
                 echo "s$i.$f=$(sread "$s/$f")"
             done
             for d in $s/dests/[0-9]*; do
@@ -183,6 +206,7 @@ goal_tuner = "temporal"
 metric = "node_eligible_mem_bp"
 target = 1
 nid = 0
+
 EOF
 "$UD" apply eligible.toml --ops kdamond --paddr --duration 20s --json > eligible.out 2> eligible.err &
 ELIG=$!
