@@ -747,7 +747,6 @@ impl Operations for ProcOps {
                 some.split_whitespace()
                     .find_map(|w| w.strip_prefix("total=")?.parse().ok())
             }
-            m if is_machine_metric(m) => machine_goal_value(&self.root, goal),
             GoalMetric::RefaultRate => {
                 let text = read("proc/vmstat")?;
                 Some(
@@ -755,7 +754,8 @@ impl Operations for ProcOps {
                         + proc_field(&text, "workingset_refault_file").unwrap_or(0),
                 )
             }
-            _ => None,
+            // node_mem_*, node_memcg_*, active/inactive; None for the rest.
+            _ => machine_goal_value(&self.root, goal),
         }
     }
 
@@ -763,21 +763,6 @@ impl Operations for ProcOps {
     fn free_mem_rate(&mut self, _now_us: u64) -> Option<u32> {
         meminfo_free_rate(&self.root)
     }
-}
-
-/// Whether a goal metric is one of the machine's that [`machine_goal_value`]
-/// reads.
-fn is_machine_metric(m: udamon_core::schemes::GoalMetric) -> bool {
-    use udamon_core::schemes::GoalMetric as M;
-    matches!(
-        m,
-        M::NodeMemUsedBp
-            | M::NodeMemFreeBp
-            | M::NodeMemcgUsedBp
-            | M::NodeMemcgFreeBp
-            | M::ActiveMemBp
-            | M::InactiveMemBp
-    )
 }
 
 /// The current value of a goal on the machine's memory, read where the

@@ -470,7 +470,7 @@ fn goal(r: &Reader, n: &Node) -> Result<QuotaGoal, Error> {
     let (metric, target_keys, current_keys): (GoalMetric, &[&str], &[&str]) =
         match n.get(&["metric", "target_metric"]) {
             Some(m) => (
-                r.scalar(m, damo_goal_metric)?,
+                r.scalar(m, st::goal_metric)?,
                 &["target_value"],
                 &["current_value"],
             ),
@@ -511,10 +511,6 @@ fn goal(r: &Reader, n: &Node) -> Result<QuotaGoal, Error> {
         nid,
         path,
     })
-}
-
-fn damo_goal_metric(t: &str) -> Result<GoalMetric, Problem> {
-    st::goal_metric(t)
 }
 
 fn watermarks(r: &Reader, n: &Node) -> Result<Watermarks, Error> {

@@ -299,8 +299,8 @@ pub(crate) fn goal_value(metric: GoalMetric, t: &str, what: &str) -> Result<u64,
     match metric {
         GoalMetric::SomeMemPsiUs => fields::time(t, None, what, TimeUnit::Us),
         GoalMetric::UserInput | GoalMetric::RefaultRate => fields::uint(t, what, u64::MAX),
-        m if m.is_bp() => fields::ratio(t, what, 10_000, u64::MAX),
-        _ => fields::uint(t, what, u64::MAX),
+        // The rest are shares in basis points.
+        _ => fields::ratio(t, what, 10_000, u64::MAX),
     }
 }
 

@@ -267,6 +267,12 @@ echo "$?" > svc.rc
 # makes theirs fail): with udamon's kdamonds gone, enabled for this step
 # only, and read by a service whose job is a simulation (no kdamond).
 stat=/sys/module/damon_stat/parameters
+# stat_files: the module's parameters as "name=value" lines
+stat_files() {
+    for f in enabled estimated_memory_bandwidth memory_idle_ms_percentiles aggr_interval_us kdamond_pid; do
+        [ -e $stat/$f ] && echo "$f=$(cat $stat/$f)"
+    done
+}
 if [ -d $stat ]; then
     cat > tiny.toml <<'EOF2'
 name = "tiny"
@@ -298,14 +304,10 @@ EOF2
         # the module's files, udamon's reading and the service's scrape
         # in one go: the module refreshes at most every 5 s, so the same
         # files before and after mean all three saw one state
-        for f in enabled estimated_memory_bandwidth memory_idle_ms_percentiles aggr_interval_us kdamond_pid; do
-            [ -e $stat/$f ] && echo "$f=$(cat $stat/$f)"
-        done > stat-files-$k-a.txt
+        stat_files > stat-files-$k-a.txt
         "$UD" damon-stat --json > damon-stat-$k.json 2> damon-stat-$k.err
         get_metrics > metrics-$k.txt
-        for f in enabled estimated_memory_bandwidth memory_idle_ms_percentiles aggr_interval_us kdamond_pid; do
-            [ -e $stat/$f ] && echo "$f=$(cat $stat/$f)"
-        done > stat-files-$k-b.txt
+        stat_files > stat-files-$k-b.txt
         "$UD" damon-stat > damon-stat-$k.txt 2>&1
         sleep 6
     done

@@ -316,14 +316,6 @@ impl GoalMetric {
             GoalMetric::NodeMemcgUsedBp | GoalMetric::NodeMemcgFreeBp
         )
     }
-
-    /// Whether the value is a share in basis points (0 to 10,000).
-    pub const fn is_bp(self) -> bool {
-        !matches!(
-            self,
-            GoalMetric::UserInput | GoalMetric::SomeMemPsiUs | GoalMetric::RefaultRate
-        )
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
