@@ -4,12 +4,19 @@
 //! A run that dies without cleaning up (SIGKILL, a crash) leaves its
 //! kdamond, and the claim. A later udamon treats that kdamond as its own
 //! only when all of this holds: the claim's udamon process is gone (no
-//! process of that pid with that start time), the kdamond is still the
-//! only one, and it still is what the claim says (its thread's pid while
-//! it runs, its operations set, target pids and intervals). Anything else
-//! is someone else's kdamond and is never touched.
+//! process of that pid with that start time), the kdamonds are still the
+//! ones it created (as many), and each still is what its claim says (its
+//! thread's pid while it runs, its operations set, target pids and
+//! intervals). Anything else is someone else's kdamond and is never
+//! touched.
 //!
-//! The claim lives at `ROOT/run/udamon/kdamond.claim`, `key=value` lines.
+//! A run of one kdamond (`record`, `apply`) claims kdamond 0 at
+//! `ROOT/run/udamon/kdamond.claim`. A service that creates a set of
+//! kdamonds ([`crate::KdamondSet`]) also writes the set's claim,
+//! `ROOT/run/udamon/kdamonds.claim` (its size), and each kdamond of the set
+//! that runs has its own claim, `kdamond.claim` for kdamond 0 and
+//! `kdamond-I.claim` for kdamond I; a kdamond of the set without a claim
+//! must be off. All are `key=value` lines.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -30,18 +37,77 @@ pub struct Claim {
     /// hold the tuned values, which the claim cannot know, and are not
     /// compared.
     pub intervals_tuned: bool,
+    /// The kdamond's index (`kdamonds/INDEX`): 0 but in a set.
+    pub index: usize,
 }
 
-/// `ROOT/run/udamon/kdamond.claim`.
+/// `ROOT/run/udamon/kdamond.claim`: kdamond 0's claim.
 pub fn claim_path(root: &Path) -> PathBuf {
-    root.join("run/udamon/kdamond.claim")
+    index_claim_path(root, 0)
+}
+
+/// The claim of kdamond `index`: `kdamond.claim` (0), `kdamond-I.claim`.
+pub fn index_claim_path(root: &Path, index: usize) -> PathBuf {
+    if index == 0 {
+        root.join("run/udamon/kdamond.claim")
+    } else {
+        root.join(format!("run/udamon/kdamond-{index}.claim"))
+    }
+}
+
+/// `ROOT/run/udamon/kdamonds.claim`: the claim of a set of kdamonds.
+pub fn set_claim_path(root: &Path) -> PathBuf {
+    root.join("run/udamon/kdamonds.claim")
+}
+
+/// What a udamon process wrote about the set of kdamonds it created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetClaim {
+    pub udamon_pid: u32,
+    pub udamon_start: u64,
+    /// How many kdamonds it created (`nr_kdamonds` it wrote).
+    pub nr_kdamonds: usize,
+}
+
+impl SetClaim {
+    pub fn write(&self, root: &Path) -> std::io::Result<()> {
+        write_file(
+            &set_claim_path(root),
+            &format!(
+                "udamon_pid={}\nudamon_start={}\nnr_kdamonds={}\n",
+                self.udamon_pid, self.udamon_start, self.nr_kdamonds
+            ),
+        )
+    }
+
+    pub fn read(root: &Path) -> Option<SetClaim> {
+        let text = fs::read_to_string(set_claim_path(root)).ok()?;
+        Some(SetClaim {
+            udamon_pid: get(&text, "udamon_pid")?.parse().ok()?,
+            udamon_start: get(&text, "udamon_start")?.parse().ok()?,
+            nr_kdamonds: get(&text, "nr_kdamonds")?.parse().ok()?,
+        })
+    }
+}
+
+fn get<'a>(text: &'a str, k: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
+        .map(str::trim)
+}
+
+fn write_file(p: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(d) = p.parent() {
+        fs::create_dir_all(d)?;
+    }
+    fs::write(p, text)
 }
 
 impl Claim {
     fn to_text(&self) -> String {
         let pids: Vec<String> = self.target_pids.iter().map(u32::to_string).collect();
         format!(
-            "udamon_pid={}\nudamon_start={}\nkdamond_pid={}\nops={}\ntarget_pids={}\nsample_us={}\naggr_us={}\nintervals_tuned={}\n",
+            "udamon_pid={}\nudamon_start={}\nkdamond_pid={}\nops={}\ntarget_pids={}\nsample_us={}\naggr_us={}\nintervals_tuned={}\nindex={}\n",
             self.udamon_pid,
             self.udamon_start,
             self.kdamond_pid.map_or(String::new(), |p| p.to_string()),
@@ -49,16 +115,13 @@ impl Claim {
             pids.join(","),
             self.sample_us,
             self.aggr_us,
-            u8::from(self.intervals_tuned)
+            u8::from(self.intervals_tuned),
+            self.index
         )
     }
 
     fn parse(text: &str) -> Option<Claim> {
-        let get = |k: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
-                .map(str::trim)
-        };
+        let get = |k: &str| get(text, k);
         Some(Claim {
             udamon_pid: get("udamon_pid")?.parse().ok()?,
             udamon_start: get("udamon_start")?.parse().ok()?,
@@ -73,27 +136,52 @@ impl Claim {
             aggr_us: get("aggr_us")?.parse().ok()?,
             // Claims written before this field: intervals as configured.
             intervals_tuned: get("intervals_tuned") == Some("1"),
+            // Claims written before sets: kdamond 0.
+            index: get("index").and_then(|i| i.parse().ok()).unwrap_or(0),
         })
     }
 
-    /// Writes the claim (replacing any).
+    /// Writes the claim of its kdamond (replacing any).
     pub fn write(&self, root: &Path) -> std::io::Result<()> {
-        let p = claim_path(root);
-        if let Some(d) = p.parent() {
-            fs::create_dir_all(d)?;
-        }
-        fs::write(p, self.to_text())
+        write_file(&index_claim_path(root, self.index), &self.to_text())
     }
 
-    /// The claim under `root`, if there is a readable one.
+    /// Kdamond 0's claim under `root`, if there is a readable one.
     pub fn read(root: &Path) -> Option<Claim> {
-        Claim::parse(&fs::read_to_string(claim_path(root)).ok()?)
+        Claim::read_index(root, 0)
+    }
+
+    /// Kdamond `index`'s claim under `root`, if there is a readable one
+    /// that names that index.
+    pub fn read_index(root: &Path, index: usize) -> Option<Claim> {
+        let c = Claim::parse(&fs::read_to_string(index_claim_path(root, index)).ok()?)?;
+        (c.index == index).then_some(c)
+    }
+
+    /// The claim of a set's kdamond that has none of its own yet.
+    fn of_set(s: &SetClaim) -> Claim {
+        Claim {
+            udamon_pid: s.udamon_pid,
+            udamon_start: s.udamon_start,
+            kdamond_pid: None,
+            ops: String::new(),
+            target_pids: Vec::new(),
+            sample_us: 0,
+            aggr_us: 0,
+            intervals_tuned: false,
+            index: 0,
+        }
     }
 }
 
-/// Removes the claim file (nothing if there is none).
+/// Removes kdamond 0's claim file (nothing if there is none).
 pub fn remove(root: &Path) {
-    let _ = fs::remove_file(claim_path(root));
+    remove_index(root, 0);
+}
+
+/// Removes kdamond `index`'s claim file (nothing if there is none).
+pub fn remove_index(root: &Path, index: usize) {
+    let _ = fs::remove_file(index_claim_path(root, index));
 }
 
 /// What a claim says of the kdamond on the machine now.
@@ -114,21 +202,80 @@ pub enum Verdict {
 /// the caller's, so this crate reads no process files of its own.
 pub type StartTime<'a> = &'a dyn Fn(u32) -> Option<u64>;
 
-/// Judges the claim under `root` against kdamond 0 there.
+/// The claims under `root`: the set's (if any) and each kdamond's, in
+/// index order; `None` when there is none at all.
+fn claims(root: &Path) -> Option<(Option<SetClaim>, Vec<Claim>)> {
+    let set = SetClaim::read(root);
+    let nr = set.map_or(1, |s| s.nr_kdamonds);
+    let each: Vec<Claim> = (0..nr).filter_map(|i| Claim::read_index(root, i)).collect();
+    (set.is_some() || !each.is_empty()).then_some((set, each))
+}
+
+/// Judges the claims under `root` against the kdamonds there.
 pub fn judge(root: &Path, start_time: StartTime) -> Verdict {
-    let Some(c) = Claim::read(root) else {
+    let Some((set, each)) = claims(root) else {
         return Verdict::NoClaim;
     };
-    if start_time(c.udamon_pid) == Some(c.udamon_start) {
+    let c = each
+        .first()
+        .cloned()
+        .unwrap_or_else(|| Claim::of_set(set.as_ref().expect("a claim")));
+    let (pid, start) = set.map_or((c.udamon_pid, c.udamon_start), |s| {
+        (s.udamon_pid, s.udamon_start)
+    });
+    if start_time(pid) == Some(start) {
         return Verdict::Running(c);
     }
-    match mismatch(root, &c) {
+    match set_mismatch(root, set, &each) {
         None => Verdict::Leftover(c),
         Some(why) => Verdict::Stale(c, why),
     }
 }
 
-/// Why kdamond 0 under `root` is not the one `c` describes, if it is not.
+/// Why the kdamonds under `root` are not the ones the claims describe.
+fn set_mismatch(root: &Path, set: Option<SetClaim>, each: &[Claim]) -> Option<String> {
+    let admin = crate::admin_dir(root);
+    let nr = set.map_or(1, |s| s.nr_kdamonds);
+    let there = fs::read_to_string(admin.join("kdamonds/nr_kdamonds")).ok();
+    if there.as_deref().map(str::trim) != Some(nr.to_string().as_str()) {
+        return Some(if nr == 1 {
+            "there is not exactly one kdamond".into()
+        } else {
+            format!("there are not exactly the {nr} kdamonds of the claim")
+        });
+    }
+    if let Some(s) = set {
+        if each
+            .iter()
+            .any(|c| (c.udamon_pid, c.udamon_start) != (s.udamon_pid, s.udamon_start))
+        {
+            return Some("a kdamond's claim names another udamon run than the set's".into());
+        }
+    }
+    for i in 0..nr {
+        match each.iter().find(|c| c.index == i) {
+            Some(c) => {
+                if let Some(why) = mismatch(root, c) {
+                    return Some(why);
+                }
+            }
+            // Of a set, a kdamond without a claim of its own never ran or
+            // was turned off by its session.
+            None if set.is_some() => {
+                let state = fs::read_to_string(admin.join(format!("kdamonds/{i}/state")))
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default();
+                if state != "off" {
+                    return Some(format!("kdamond {i} runs and has no claim"));
+                }
+            }
+            None => return Some("kdamond 0 has no claim".into()),
+        }
+    }
+    None
+}
+
+/// Why the kdamond under `root` that `c` names is not the one it describes.
 fn mismatch(root: &Path, c: &Claim) -> Option<String> {
     let admin = crate::admin_dir(root);
     let read = |p: &str| {
@@ -136,21 +283,20 @@ fn mismatch(root: &Path, c: &Claim) -> Option<String> {
             .ok()
             .map(|s| s.trim().to_string())
     };
-    if read("kdamonds/nr_kdamonds").as_deref() != Some("1") {
-        return Some("there is not exactly one kdamond".into());
-    }
-    let state = read("kdamonds/0/state").unwrap_or_default();
+    let k = format!("kdamonds/{}", c.index);
+    let state = read(&format!("{k}/state")).unwrap_or_default();
     if state == "on" {
-        let pid = read("kdamonds/0/pid").and_then(|p| p.parse::<u32>().ok());
+        let pid = read(&format!("{k}/pid")).and_then(|p| p.parse::<u32>().ok());
         if pid.is_none() || pid != c.kdamond_pid {
             return Some(format!(
-                "kdamond 0 runs as pid {}, the claim says {}",
+                "kdamond {} runs as pid {}, the claim says {}",
+                c.index,
                 pid.map_or("?".into(), |p| p.to_string()),
                 c.kdamond_pid.map_or("?".into(), |p| p.to_string())
             ));
         }
     }
-    let ctx = "kdamonds/0/contexts/0";
+    let ctx = format!("{k}/contexts/0");
     if read(&format!("{ctx}/operations")).as_deref() != Some(c.ops.as_str()) {
         return Some("its operations set differs from the claim's".into());
     }
@@ -200,32 +346,55 @@ pub fn clean_up(root: &Path, start_time: StartTime) -> Result<Claim, NotRemoved>
     Ok(c)
 }
 
-/// Turns kdamond 0 off, removes it, removes the tracefs instance of udamon
-/// pid `udamon_pid` and the claim. Only for a kdamond proven udamon's (a
-/// leftover, or this process's own on a forced exit).
-/// Turns kdamond 0 off if this process's claim says it is this process's
-/// and it runs: a request blocked in the kernel (a tried-regions walk that
-/// waits for every scheme) returns then. Returns whether it did.
+/// Turns off every kdamond of this process's claims that runs: a request
+/// blocked in the kernel (a tried-regions walk that waits for every
+/// scheme) returns then. Returns whether it turned one off.
 pub fn turn_off_own(root: &Path, start_time: StartTime) -> bool {
     let me = std::process::id();
     if !matches!(judge(root, start_time), Verdict::Running(c) if c.udamon_pid == me) {
         return false;
     }
-    let state = crate::admin_dir(root).join("kdamonds/0/state");
-    fs::read_to_string(&state).is_ok_and(|s| s.trim() == "on") && fs::write(&state, "off").is_ok()
+    let nr = SetClaim::read(root).map_or(1, |s| s.nr_kdamonds);
+    let admin = crate::admin_dir(root);
+    let mut any = false;
+    for i in 0..nr {
+        let state = admin.join(format!("kdamonds/{i}/state"));
+        if fs::read_to_string(&state).is_ok_and(|s| s.trim() == "on") {
+            any |= fs::write(&state, "off").is_ok();
+        }
+    }
+    any
 }
 
+/// Turns the kdamonds of the claims off, removes them (`nr_kdamonds` 0),
+/// the tracefs instances of udamon pid `udamon_pid` and the claims. Only
+/// for kdamonds proven udamon's (a leftover, or this process's own on a
+/// forced exit).
 pub fn remove_kdamond(root: &Path, udamon_pid: u32) -> std::io::Result<()> {
     let admin = crate::admin_dir(root);
-    let state = admin.join("kdamonds/0/state");
-    if fs::read_to_string(&state).is_ok_and(|s| s.trim() == "on") {
-        fs::write(&state, "off")?;
+    let nr = SetClaim::read(root).map_or(1, |s| s.nr_kdamonds);
+    for i in 0..nr {
+        let state = admin.join(format!("kdamonds/{i}/state"));
+        if fs::read_to_string(&state).is_ok_and(|s| s.trim() == "on") {
+            fs::write(&state, "off")?;
+        }
     }
     fs::write(admin.join("kdamonds/nr_kdamonds"), "0")?;
     if let Some(t) = crate::trace::tracefs_dir(root) {
-        let _ = fs::remove_dir(t.join(format!("instances/udamon-{udamon_pid}")));
+        let own = format!("udamon-{udamon_pid}");
+        if let Ok(dir) = fs::read_dir(t.join("instances")) {
+            for e in dir.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name == own || name.starts_with(&format!("{own}-")) {
+                    let _ = fs::remove_dir(e.path());
+                }
+            }
+        }
     }
-    remove(root);
+    for i in 0..nr {
+        remove_index(root, i);
+    }
+    let _ = fs::remove_file(set_claim_path(root));
     Ok(())
 }
 
@@ -269,6 +438,7 @@ mod tests {
             sample_us: 5000,
             aggr_us: 100_000,
             intervals_tuned: false,
+            index: 0,
         };
         claim.write(root).unwrap();
         claim

@@ -8,6 +8,7 @@ use udamon_core::schemes::{AccessPattern, Action, Damos, DamosStats, GoalMetric}
 use udamon_core::{AddrRange, Attrs, Monitor, RegionSnapshot, Snapshot, TargetSnapshot};
 
 use crate::error::{needs_for_entry, needs_for_keyword};
+use crate::set::Slot;
 use crate::sysfs::{FsIo, Sysfs};
 use crate::translate::{pattern_writes, scheme_writes, FilterDirs};
 use crate::Error;
@@ -117,7 +118,8 @@ pub struct KdamonDriver {
     admin: PathBuf,
     io: Box<dyn Sysfs>,
     config: KdamonConfig,
-    /// This driver wrote `nr_kdamonds` = 1 and kdamond 0 is ours.
+    /// This driver wrote `nr_kdamonds` = 1 and kdamond 0 is ours, or it
+    /// drives a kdamond of this process's set.
     owned: bool,
     running: bool,
     /// The context is paused (`pause`, Linux 7.2+).
@@ -131,6 +133,9 @@ pub struct KdamonDriver {
     /// This process's start time, to write a claim with
     /// ([`claim_as`](Self::claim_as)); no claim without it.
     claim_start: Option<u64>,
+    /// The kdamond of a set this driver drives (else kdamond 0, which it
+    /// creates and removes itself).
+    slot: Option<Slot>,
 }
 
 impl std::fmt::Debug for KdamonDriver {
@@ -170,7 +175,28 @@ impl KdamonDriver {
             last_end_us: 0,
             deadline_us: None,
             claim_start: None,
+            slot: None,
         }
+    }
+
+    /// A driver of `slot`'s kdamond, one of a [`KdamondSet`](crate::KdamondSet)
+    /// (kdamond I of the set's root): it never changes `nr_kdamonds`, and
+    /// [`stop`](Self::stop) turns the kdamond off and leaves it.
+    pub fn in_set(slot: Slot, config: KdamonConfig) -> Self {
+        Self::in_set_with_io(slot, config, Box::new(FsIo))
+    }
+
+    /// [`in_set`](Self::in_set) with its file operations through `io`.
+    pub fn in_set_with_io(slot: Slot, config: KdamonConfig, io: Box<dyn Sysfs>) -> Self {
+        let mut d = Self::with_io(slot.set().root().to_path_buf(), config, io);
+        d.owned = true;
+        d.slot = Some(slot);
+        d
+    }
+
+    /// The index of this driver's kdamond (`kdamonds/INDEX`).
+    pub fn index(&self) -> usize {
+        self.slot.as_ref().map_or(0, Slot::index)
     }
 
     /// Claims the kdamond this driver creates for this process, whose
@@ -185,7 +211,7 @@ impl KdamonDriver {
     }
 
     fn kdamond(&self) -> PathBuf {
-        self.admin.join("kdamonds/0")
+        self.admin.join(format!("kdamonds/{}", self.index()))
     }
 
     fn ctx(&self) -> PathBuf {
@@ -248,10 +274,11 @@ impl KdamonDriver {
     pub fn check_not_foreign(&mut self) -> Result<(), Error> {
         let nr_path = self.admin.join("kdamonds/nr_kdamonds");
         let nr = self.read_u64(&nr_path)?;
-        if nr == 0 || (self.owned && nr == 1) {
+        let ours = self.slot.as_ref().map_or(1, |s| s.set().nr() as u64);
+        if (nr == 0 && self.slot.is_none()) || (self.owned && nr == ours) {
             return Ok(());
         }
-        let first_foreign = if self.owned { 1 } else { 0 };
+        let first_foreign = if self.owned { ours.min(nr) } else { 0 };
         let dir = self.admin.join(format!("kdamonds/{first_foreign}"));
         let state = self.read(&dir.join("state")).unwrap_or_else(|_| "?".into());
         let pid = self.read(&dir.join("pid")).unwrap_or_else(|_| "?".into());
@@ -282,7 +309,19 @@ impl KdamonDriver {
         // Before writing anything, so bad attributes or untranslatable
         // schemes leave the tree untouched.
         self.config.check()?;
-        if !self.owned {
+        if self.slot.is_some() {
+            // A kdamond of our set is off between sessions; one that runs
+            // was not started by this driver.
+            let k = self.kdamond();
+            let state = self.read(&k.join("state"))?;
+            if state != "off" {
+                return Err(Error::Foreign {
+                    state,
+                    pid: self.read(&k.join("pid")).unwrap_or_else(|_| "?".into()),
+                    path: k,
+                });
+            }
+        } else if !self.owned {
             self.write(&self.admin.join("kdamonds/nr_kdamonds"), "1")?;
             // Another tool may have created a kdamond between our read of
             // nr_kdamonds and this write (sysfs has no compare-and-swap):
@@ -737,6 +776,15 @@ impl KdamonDriver {
     }
 
     fn remove(&mut self) -> Result<(), Error> {
+        if self.slot.is_some() {
+            // The set's kdamond stays, off, for its next session.
+            if self.read(&self.kdamond().join("state"))? == "on" {
+                self.write(&self.kdamond().join("state"), "off")?;
+            }
+            self.running = false;
+            crate::claim::remove_index(&self.root, self.index());
+            return Ok(());
+        }
         self.write(&self.admin.join("kdamonds/nr_kdamonds"), "0")?;
         self.owned = false;
         self.running = false;
@@ -763,6 +811,7 @@ impl KdamonDriver {
             sample_us: self.config.attrs.sample_us,
             aggr_us: self.config.attrs.aggr_us,
             intervals_tuned: self.config.attrs.intervals_goal.aggrs != 0,
+            index: self.index(),
         };
         let _ = c.write(&self.root);
     }

@@ -1,7 +1,8 @@
 //! Kernel DAMON, driven through its sysfs interface, as a udamon [`Monitor`].
 //!
 //! Role: the backend that replaces udamon's own engine whole. [`KdamonDriver`]
-//! creates one kdamond under `ROOT/sys/kernel/mm/damon/admin`, writes the
+//! creates one kdamond (or drives one of a [`KdamondSet`], several made at
+//! once for sessions with different attributes) under `ROOT/sys/kernel/mm/damon/admin`, writes the
 //! operations set, attributes, targets and schemes (translated from
 //! `udamon_core::schemes::Damos` by [`translate`]), turns it on, and reads
 //! results back: scheme statistics as [`DamosStats`] and, through a `stat`
@@ -49,6 +50,7 @@ pub mod claim;
 pub mod damon_stat;
 mod driver;
 mod error;
+mod set;
 mod sysfs;
 pub mod trace;
 pub mod translate;
@@ -56,6 +58,7 @@ pub mod translate;
 pub use damon_stat::DamonStat;
 pub use driver::{admin_dir, KTarget, KdamonConfig, KdamonDriver, OpsKind, SchemeExtras};
 pub use error::{needs_for_entry, needs_for_keyword, Error};
+pub use set::{KdamondSet, Slot};
 pub use sysfs::{FsIo, Sysfs};
 
 #[cfg(test)]

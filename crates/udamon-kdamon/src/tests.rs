@@ -116,10 +116,17 @@ const FILTER: &[&str] = &[
 
 impl FakeKernel {
     fn new(root: &Path) -> (Self, Log) {
-        let log = Log::default();
         let admin = admin_dir(root);
         std::fs::create_dir_all(admin.join("kdamonds")).unwrap();
         std::fs::write(admin.join("kdamonds/nr_kdamonds"), "0\n").unwrap();
+        Self::attach(root)
+    }
+
+    /// Another view of the fake kernel under `root` (another driver's),
+    /// with a log of its own.
+    fn attach(root: &Path) -> (Self, Log) {
+        let log = Log::default();
+        let admin = admin_dir(root);
         let k = Self {
             admin,
             omit: Vec::new(),
@@ -1232,4 +1239,151 @@ fn scheme_extras_take_no_lock_for_ever() {
         "{:?}",
         log.borrow()
     );
+}
+
+/// A set of two kdamonds for two sessions with different attributes: one
+/// `nr_kdamonds` write for both, each driver configures and runs only its
+/// own kdamond, each is claimed; a stopped session turns its kdamond off
+/// and gives it back, and the set's removal removes them all.
+#[test]
+fn a_set_runs_two_kdamonds_with_their_own_attributes() {
+    use crate::claim::{self, Verdict};
+    use crate::KdamondSet;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (mut fake, log) = FakeKernel::new(root);
+    let set = KdamondSet::create_with_io(root, 2, Some(77), &mut fake).unwrap();
+    let admin = admin_dir(root);
+    let read = |p: &str| {
+        std::fs::read_to_string(admin.join(p))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("kdamonds/nr_kdamonds"), "2");
+    assert_eq!(
+        log.borrow().as_slice(),
+        &pairs(&[("kdamonds/nr_kdamonds", "2")]),
+        "one write makes the set"
+    );
+    let (slow, fast) = (set.take().unwrap(), set.take().unwrap());
+    assert!(set.take().is_none(), "a third session gets no kdamond");
+    assert_eq!((slow.index(), fast.index(), set.free()), (0, 1, 0));
+    let mut a = config(vec![]);
+    a.attrs.sample_us = 20_000;
+    a.attrs.aggr_us = 1_000_000;
+    let mut b = config(vec![prcl()]);
+    b.targets[0].pid = Some(5678);
+    let (io_a, log_a) = FakeKernel::attach(root);
+    let (io_b, log_b) = FakeKernel::attach(root);
+    let mut da = KdamonDriver::in_set_with_io(slow, a, Box::new(io_a));
+    let mut db = KdamonDriver::in_set_with_io(fast, b, Box::new(io_b));
+    da.claim_as(Some(77));
+    db.claim_as(Some(77));
+    da.start().unwrap();
+    db.start().unwrap();
+    // each driver wrote only its own kdamond, and never nr_kdamonds
+    for (l, k) in [(&log_a, "kdamonds/0/"), (&log_b, "kdamonds/1/")] {
+        let l = l.borrow();
+        assert!(l.iter().all(|(p, _)| p.starts_with(k)), "{l:?}");
+    }
+    let iv = "contexts/0/monitoring_attrs/intervals/sample_us";
+    assert_eq!(read(&format!("kdamonds/0/{iv}")), "20000");
+    assert_eq!(read(&format!("kdamonds/1/{iv}")), "5000");
+    assert_eq!(read("kdamonds/1/contexts/0/targets/0/pid_target"), "5678");
+    assert_eq!(
+        (read("kdamonds/0/state"), read("kdamonds/1/state")),
+        ("on".into(), "on".into())
+    );
+    let c1 = claim::Claim::read_index(root, 1).unwrap();
+    assert_eq!((c1.index, c1.target_pids.clone()), (1, vec![5678]));
+    assert_eq!(claim::SetClaim::read(root).unwrap().nr_kdamonds, 2);
+    let me = std::process::id();
+    assert!(matches!(
+        claim::judge(root, &|p| (p == me).then_some(77)),
+        Verdict::Running(_)
+    ));
+
+    // one session ends: its kdamond is off and free again, the other runs
+    da.stop().unwrap();
+    drop(da);
+    assert_eq!(
+        (read("kdamonds/0/state"), read("kdamonds/nr_kdamonds")),
+        ("off".into(), "2".into())
+    );
+    assert_eq!(read("kdamonds/1/state"), "on");
+    assert!(claim::Claim::read_index(root, 0).is_none());
+    assert_eq!(set.free(), 1);
+    assert_eq!(set.take().map(|s| s.index()), Some(0));
+
+    // someone else's kdamond where the set was: the driver refuses
+    std::fs::write(admin.join("kdamonds/nr_kdamonds"), "3\n").unwrap();
+    assert!(matches!(
+        db.state_command("commit"),
+        Err(Error::Foreign { .. })
+    ));
+    std::fs::write(admin.join("kdamonds/nr_kdamonds"), "2\n").unwrap();
+    db.stop().unwrap();
+    drop(db);
+    set.remove().unwrap();
+    assert_eq!(read("kdamonds/nr_kdamonds"), "0");
+    assert!(claim::SetClaim::read(root).is_none());
+    assert_eq!(claim::judge(root, &|_| None), Verdict::NoClaim);
+}
+
+/// A set is made only where no kdamond exists; where one does, nothing
+/// is written.
+#[test]
+fn a_set_is_not_made_over_a_foreign_kdamond() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fake, _) = FakeKernel::new(dir.path());
+    fake.write(&admin_dir(dir.path()).join("kdamonds/nr_kdamonds"), "1")
+        .unwrap();
+    let (mut fake, log) = FakeKernel::attach(dir.path());
+    let err = crate::KdamondSet::create_with_io(dir.path(), 2, Some(77), &mut fake).unwrap_err();
+    assert!(matches!(err, Error::Foreign { .. }), "{err}");
+    assert!(log.borrow().is_empty());
+}
+
+/// The kdamonds of a udamon service that died: the one that ran has its
+/// claim, the other is off; the set is provably udamon's and cleaned up
+/// whole. One that runs without a claim makes the set not provable.
+#[test]
+fn a_dead_services_set_is_cleaned_up_whole() {
+    use crate::claim::{self, Verdict};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (mut fake, _) = FakeKernel::new(root);
+    let set = crate::KdamondSet::create_with_io(root, 2, Some(77), &mut fake).unwrap();
+    let (io, _) = FakeKernel::attach(root);
+    let mut d = KdamonDriver::in_set_with_io(set.take().unwrap(), config(vec![]), Box::new(io));
+    d.claim_as(Some(77));
+    std::fs::write(admin_dir(root).join("kdamonds/0/pid"), "900\n").unwrap();
+    d.start().unwrap();
+    assert_eq!(claim::Claim::read(root).unwrap().kdamond_pid, Some(900));
+    // the service dies: nothing is stopped
+    std::mem::forget(d);
+    std::mem::forget(set);
+    let admin = admin_dir(root);
+    let gone = |_| None;
+    assert!(matches!(claim::judge(root, &gone), Verdict::Leftover(_)));
+    // kdamond 1 turned on by someone: not provable, left alone
+    std::fs::write(admin.join("kdamonds/1/state"), "on\n").unwrap();
+    assert!(
+        matches!(claim::judge(root, &gone), Verdict::Stale(_, why) if why.contains("kdamond 1")),
+    );
+    assert!(claim::clean_up(root, &gone).is_err());
+    std::fs::write(admin.join("kdamonds/1/state"), "off\n").unwrap();
+    claim::clean_up(root, &gone).unwrap();
+    let read = |p: &str| {
+        std::fs::read_to_string(admin.join(p))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        (read("kdamonds/nr_kdamonds"), read("kdamonds/0/state")),
+        ("0".into(), "off".into())
+    );
+    assert_eq!(claim::judge(root, &gone), Verdict::NoClaim);
 }

@@ -323,6 +323,13 @@ const DRAINED_BELOW: usize = 2048;
 impl TraceSession {
     /// Creates `instances/udamon-PID` under tracefs and enables the event.
     pub fn open(root: &Path) -> io::Result<Self> {
+        Self::open_for(root, 0)
+    }
+
+    /// [`open`](Self::open) for the session of kdamond `index` of a set:
+    /// each session of a process has its own instance, `udamon-PID` for
+    /// kdamond 0 and `udamon-PID-INDEX` for the others.
+    pub fn open_for(root: &Path, index: usize) -> io::Result<Self> {
         let tracefs = tracefs_dir(root).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
@@ -332,7 +339,11 @@ impl TraceSession {
                 ),
             )
         })?;
-        let instance = tracefs.join(format!("instances/udamon-{}", std::process::id()));
+        let name = match index {
+            0 => format!("udamon-{}", std::process::id()),
+            i => format!("udamon-{}-{i}", std::process::id()),
+        };
+        let instance = tracefs.join("instances").join(name);
         fs::create_dir(&instance)?;
         let session = (|| {
             let enable = instance.join("events/damon/damon_aggregated/enable");

@@ -444,18 +444,6 @@ impl Plan {
             }
             jobs.push(job);
         }
-        let kdamond_jobs: Vec<&str> = jobs
-            .iter()
-            .filter(|j| j.ops == OpsChoice::Kdamond)
-            .map(|j| j.name.as_str())
-            .collect();
-        if kdamond_jobs.len() > 1 {
-            return Err(err(format!(
-                "jobs {} all ask for ops = \"kdamond\": udamon drives one kdamond per machine \
-                 (kdamond 0); give the others ops = \"auto\" or \"idle\"",
-                kdamond_jobs.join(", ")
-            )));
-        }
         Ok(Plan {
             file: path.to_path_buf(),
             listen,
@@ -1215,15 +1203,15 @@ schemes = [{ preset = "lru_sort" }]
             ("socket = \"\"\n[[jobs]]\nname = \"a\"\ntarget = \"paddr\"", "abstract socket"),
             ("socket = \"@x\"\n[[jobs]]\nname = \"a\"\ntarget = \"paddr\"", "abstract socket"),
             ("[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\nbogus = 1", "line 4"),
-            (
-                "[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\nops = \"kdamond\"\n[[jobs]]\nname = \"b\"\ntarget = { pid = 1 }\nops = \"kdamond\"",
-                "one kdamond",
-            ),
         ];
         for (text, want) in cases {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(want), "{text:?}: {e}");
             assert!(e.starts_with("/etc/udamon/udamon.toml: "), "{e}");
         }
+        // Several jobs on kernel DAMON: each gets a kdamond of the set.
+        let two = "[[jobs]]\nname = \"a\"\ntarget = \"paddr\"\nops = \"kdamond\"\n\
+                   [[jobs]]\nname = \"b\"\ntarget = { pid = 1 }\nops = \"kdamond\"";
+        assert_eq!(parse(two).unwrap().jobs.len(), 2);
     }
 }

@@ -32,13 +32,23 @@ pub struct Env {
     pub features: Arc<Features>,
     /// PSI memory `some` avg10 (%), refreshed by the service.
     pub psi: Arc<Mutex<Option<f64>>>,
-    /// The job and session holding kdamond 0, if any: udamon drives one.
+    /// The job and session holding kdamond 0, if any, where the service
+    /// has no set of kdamonds.
     pub kdamond: Arc<Mutex<Option<(String, u64)>>>,
+    /// The service's set of kdamonds (one for each job on kernel DAMON,
+    /// made at the start or a reload): a session on kernel DAMON takes a
+    /// free one.
+    pub kdamonds: Arc<Mutex<Option<Arc<udamon_kdamon::KdamondSet>>>>,
     /// Sessions start one at a time (path choice sees who holds kdamond).
     pub start_lock: Arc<Mutex<()>>,
 }
 
 impl Env {
+    /// The service's set of kdamonds, if it made one.
+    pub fn kdamond_set(&self) -> Option<Arc<udamon_kdamon::KdamondSet>> {
+        self.kdamonds.lock().ok().and_then(|k| k.clone())
+    }
+
     pub fn status(&self) -> MutexGuard<'_, ServiceStatus> {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -385,10 +395,13 @@ fn spawn_worker(id: u64, target: LiveTarget, plan: &JobPlan, env: &Env) -> Worke
     Worker { ctl, thread }
 }
 
-/// The path for a session: `auto` skips kernel DAMON when another session
-/// of this service holds it (udamon drives kdamond 0 only).
+/// The path for a session: `auto` skips kernel DAMON when the service's
+/// kdamonds are all held by its other sessions.
 fn pick_ops(env: &Env, asked: OpsChoice, phys: bool) -> OpsChoice {
-    let taken = env.kdamond.lock().is_ok_and(|k| k.is_some());
+    let taken = match env.kdamond_set() {
+        Some(set) => set.free() == 0,
+        None => env.kdamond.lock().is_ok_and(|k| k.is_some()),
+    };
     if asked != OpsChoice::Auto || !taken {
         return asked;
     }
@@ -494,6 +507,7 @@ fn start_session(
             softdirty_reset: plan.softdirty_reset,
             alloc_sites: None,
             hints: Vec::new(),
+            kdamonds: env.kdamond_set(),
             warn: {
                 let job = job.clone();
                 udamon_session::Warner::new(move |m| log::warn(Some(&job), m))

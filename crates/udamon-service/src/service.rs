@@ -190,7 +190,6 @@ pub fn check(path: &Path, opts: &Options) -> Result<Check, Error> {
 fn check_plan(plan: &Plan, opts: &Options) -> Check {
     let path = &plan.file;
     let features = probe(&opts.root);
-    let mut kdamond_taken = false;
     let jobs = plan
         .jobs
         .iter()
@@ -223,19 +222,10 @@ fn check_plan(plan: &Plan, opts: &Options) -> Check {
                 softdirty_reset: j.softdirty_reset,
                 alloc_sites: None,
             hints: Vec::new(),
+            kdamonds: None,
             warn: udamon_session::Warner::default(),
             };
-            let mut result = udamon_session::plan(&spec, &features);
-            if let Ok(("kdamond", _)) = &result {
-                if kdamond_taken {
-                    result = Err(udamon_session::Error::Capability(
-                        "kernel DAMON would already be held by an earlier job (udamon drives \
-                         one kdamond): give this job ops = \"idle\""
-                            .into(),
-                    ));
-                }
-                kdamond_taken = true;
-            }
+            let result = udamon_session::plan(&spec, &features);
             let missing_capability =
                 matches!(&result, Err(udamon_session::Error::Capability(_)));
             let (path, because) = match result {
@@ -409,6 +399,7 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), E
             ("socket", plan.socket.display().to_string()),
         ],
     );
+    make_kdamonds(&plan, opts, &env);
     let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
     for j in &plan.jobs {
         jobs.insert(j.name.clone(), Job::start(j.clone(), &env));
@@ -418,6 +409,11 @@ pub fn run(config: &Path, opts: &Options, stop: Arc<AtomicBool>) -> Result<(), E
     notify(&[NotifyState::Stopping]);
     log::info(None, "stopping: every job ends its sessions");
     stop_jobs(jobs, &opts.root);
+    if let Some(set) = env.kdamond_set() {
+        if let Err(e) = set.remove() {
+            log::warn(None, &format!("removing the service's kdamonds: {e}"));
+        }
+    }
     if let Some(h) = http {
         h.stop();
     }
@@ -457,6 +453,65 @@ fn load_checked(config: &Path, opts: &Options) -> Result<Plan, Error> {
     Ok(plan)
 }
 
+/// How many of `plan`'s jobs run on kernel DAMON here.
+fn kernel_jobs(plan: &Plan, opts: &Options) -> usize {
+    check_plan(plan, opts)
+        .jobs
+        .iter()
+        .filter(|j| j.path.as_deref() == Ok("kdamond"))
+        .count()
+}
+
+/// Makes the service's set of kdamonds, one for each job on kernel DAMON,
+/// where it has none or where it has too few and none of them is held (the
+/// kernel changes the number of kdamonds only while none runs). Where a
+/// kdamond of another tool exists nothing is made, and the jobs say why
+/// when they start.
+fn make_kdamonds(plan: &Plan, opts: &Options, env: &Env) {
+    let need = kernel_jobs(plan, opts);
+    let mut slot = env.kdamonds.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(set) = slot.as_ref() {
+        if set.nr() >= need {
+            return;
+        }
+        if set.free() < set.nr() {
+            log::warn(
+                None,
+                &format!(
+                    "{need} jobs would run on kernel DAMON and the service has {} kdamonds,                      some of them running: the kernel adds kdamonds only while none runs, so                      the others use udamon's engine (ops = \"auto\") or fail to start                      (ops = \"kdamond\") until the service restarts",
+                    set.nr()
+                ),
+            );
+            return;
+        }
+        if let Err(e) = set.remove() {
+            log::warn(None, &format!("removing the service's kdamonds: {e}"));
+            return;
+        }
+        *slot = None;
+    }
+    if need == 0 {
+        return;
+    }
+    let me = udamon_proc::start_time(&opts.root, std::process::id());
+    match udamon_kdamon::KdamondSet::create(&opts.root, need, me) {
+        Ok(set) => {
+            log::info(
+                None,
+                &format!(
+                    "made {need} kdamond{} for the jobs on kernel DAMON",
+                    if need == 1 { "" } else { "s" }
+                ),
+            );
+            *slot = Some(set);
+        }
+        Err(e) => log::warn(
+            None,
+            &format!("kernel DAMON's kdamonds cannot be made for the jobs: {e}"),
+        ),
+    }
+}
+
 /// The status every job shares, empty, and what the jobs read of the
 /// machine.
 fn service_env(config: &Path, opts: &Options) -> Env {
@@ -476,6 +531,7 @@ fn service_env(config: &Path, opts: &Options) -> Env {
         features: Arc::new(probe(&opts.root)),
         psi: Arc::new(Mutex::new(psi_some_avg10(&opts.root))),
         kdamond: Arc::new(Mutex::new(None)),
+        kdamonds: Arc::new(Mutex::new(None)),
         start_lock: Arc::new(Mutex::new(())),
     }
 }
@@ -610,6 +666,7 @@ fn reload(
                     said.push(format!("{name}: removed"));
                 }
             }
+            make_kdamonds(&new, opts, env);
             for j in &new.jobs {
                 let changed = |old: &JobPlan| old != j;
                 match jobs.get_mut(&j.name) {

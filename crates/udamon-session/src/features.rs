@@ -768,8 +768,9 @@ pub fn probe(root: &Path) -> Features {
 }
 
 /// Every kdamond in the sysfs tree, in index order. Kdamond 0, the one a
-/// udamon run creates, carries that run when the claim proves it udamon's
-/// (the run still going, or dead and leaving it).
+/// udamon run creates (or every kdamond of a set a udamon service made),
+/// carries that run when the claim proves it udamon's (the run still
+/// going, or dead and leaving it).
 fn foreign_kdamonds(m: &Machine) -> Vec<Kdamond> {
     let root = m.root;
     // kdamonds someone else runs (or a udamon run, which its claim proves).
@@ -779,6 +780,8 @@ fn foreign_kdamonds(m: &Machine) -> Vec<Kdamond> {
         udamon_kdamon::claim::Verdict::Leftover(c) => (Some(c.udamon_pid), Some(false)),
         _ => (None, None),
     };
+    // A udamon's set of kdamonds: all of them are that run's.
+    let claimed = udamon_kdamon::claim::SetClaim::read(root).map_or(1, |s| s.nr_kdamonds as u32);
     let mut foreign = Vec::new();
     if let Some(n) = m
         .read(&format!("{ADMIN}/kdamonds/nr_kdamonds"))
@@ -792,8 +795,8 @@ fn foreign_kdamonds(m: &Machine) -> Vec<Kdamond> {
                     .read(&format!("{dir}/state"))
                     .unwrap_or_else(|| "unknown".into()),
                 pid: m.read(&format!("{dir}/pid")).and_then(|s| s.parse().ok()),
-                udamon_pid: udamon_pid.filter(|_| i == 0),
-                udamon_running: udamon_running.filter(|_| i == 0),
+                udamon_pid: udamon_pid.filter(|_| i < claimed),
+                udamon_running: udamon_running.filter(|_| i < claimed),
             });
         }
     }
@@ -1282,6 +1285,50 @@ mod tests {
             .map(|k| (k.index, k.pid))
             .collect();
         assert_eq!(k, [(0, None), (1, Some(77))]);
+    }
+
+    /// A set of kdamonds this process made (its set claim): every one is
+    /// listed as this run's, and the kernel path is not blocked by them;
+    /// the same set claimed by a udamon that died blocks it, each named.
+    #[test]
+    fn this_processs_set_of_kdamonds_is_not_in_its_way() {
+        let me = std::process::id();
+        let stat = format!("{me} (udamon) S {} 4242 0\n", vec!["0"; 18].join(" "));
+        let claim = |pid: u32| format!("udamon_pid={pid}\nudamon_start=4242\nnr_kdamonds=2\n");
+        let kd = [
+            ("kdamonds/nr_kdamonds", "2\n"),
+            ("kdamonds/0/state", "on\n"),
+            ("kdamonds/0/pid", "300\n"),
+            ("kdamonds/1/state", "off\n"),
+        ];
+        let ours = tree(
+            &[
+                (&format!("proc/{me}/stat"), &stat),
+                ("run/udamon/kdamonds.claim", &claim(me)),
+            ],
+            &kd,
+        );
+        let f = probe_read_only(ours.path());
+        let k: Vec<_> = f
+            .foreign_kdamonds
+            .iter()
+            .map(|k| (k.index, k.udamon_pid, k.udamon_running))
+            .collect();
+        assert_eq!(k, [(0, Some(me), Some(true)), (1, Some(me), Some(true))]);
+        let why = crate::path_blocker(&f, crate::OpsChoice::Kdamond, false).unwrap_or_default();
+        assert!(
+            !why.contains("kdamond 0") && !why.contains("kdamond 1"),
+            "{why}"
+        );
+        assert!(!why.contains("occupied"), "{why}");
+        // the same claim by a pid that is gone: both are in the way
+        let theirs = tree(&[("run/udamon/kdamonds.claim", &claim(me + 1))], &kd);
+        let f = probe_read_only(theirs.path());
+        let why = crate::path_blocker(&f, crate::OpsChoice::Kdamond, false).unwrap_or_default();
+        assert!(
+            why.contains("kdamond 0") && why.contains("kdamond 1"),
+            "{why}"
+        );
     }
 
     #[test]

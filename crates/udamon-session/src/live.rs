@@ -130,6 +130,10 @@ pub struct Spec {
     /// Placement hints the preloaded library applies in the command udamon
     /// starts (`record --hints`).
     pub hints: Vec<udamon_preload::HintLine>,
+    /// The kdamonds of this process's set ([`KdamondSet`]), when it made
+    /// one: kernel DAMON then runs on a free kdamond of the set (none free:
+    /// the path is not available), never on a kdamond of its own.
+    pub kdamonds: Option<std::sync::Arc<udamon_kdamon::KdamondSet>>,
     /// Where warnings go.
     pub warn: crate::Warner,
 }
@@ -391,7 +395,14 @@ pub fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> 
             let present = why.is_empty();
             let before = why.len();
             why.extend(modules_holding_damon(f));
-            why.extend(f.foreign_kdamonds.iter().map(|k| {
+            // This process's own set of kdamonds is not in the way: its
+            // sessions take a free one (start_kernel).
+            let me = std::process::id();
+            let others = f
+                .foreign_kdamonds
+                .iter()
+                .filter(|k| !(k.udamon_pid == Some(me) && k.udamon_running == Some(true)));
+            why.extend(others.map(|k| {
                 if let (Some(u), Some(false)) = (k.udamon_pid, k.udamon_running) {
                     return format!(
                         "kdamond {} was left by a udamon run (pid {u}) that died: \
@@ -547,15 +558,6 @@ pub fn stat_cpu_s(root: &Path, pid: u32) -> Option<f64> {
     let st = udamon_proc::ProcStat::read(root, pid)?;
     let ticks = st.field(14)? + st.field(15)?;
     Some(ticks as f64 / udamon_proc::clock_ticks_per_s())
-}
-
-/// The pid of kdamond 0's thread, when it runs.
-pub fn kdamond_pid(root: &Path) -> Option<u32> {
-    std::fs::read_to_string(root.join("sys/kernel/mm/damon/admin/kdamonds/0/pid"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Kernel DAMON: the driver, and the tracefs session its snapshots come
@@ -894,8 +896,22 @@ fn start_kernel(spec: &Spec, targets: Vec<KTarget>, positional: bool) -> Result<
         schemes: kernel_schemes(&spec.schemes, spec.dry_run),
         snapshots: true,
     };
+    // In this process's set of kdamonds, a free one (the set's own
+    // sessions hold the others).
+    let slot = match &spec.kdamonds {
+        Some(set) => Some(set.take().ok_or_else(|| {
+            Error::Capability(format!(
+                "the {} kdamonds this process made are all in use, and the kernel adds \
+                 kdamonds only while none runs: give this job ops = \"idle\" or \
+                 \"softdirty\", or restart the service so that it makes one more",
+                set.nr()
+            ))
+        })?),
+        None => None,
+    };
+    let index = slot.as_ref().map_or(0, udamon_kdamon::Slot::index);
     // The tracepoint first, so no aggregation is missed.
-    let trace = match TraceSession::open(root) {
+    let trace = match TraceSession::open_for(root, index) {
         Ok(t) => Some(t),
         Err(e) if positional => {
             return Err(Error::Capability(format!(
@@ -910,7 +926,10 @@ fn start_kernel(spec: &Spec, targets: Vec<KTarget>, positional: bool) -> Result<
         }
     };
     config.snapshots = trace.is_none();
-    let mut d = KdamonDriver::new(root.to_path_buf(), config);
+    let mut d = match slot {
+        Some(slot) => KdamonDriver::in_set(slot, config),
+        None => KdamonDriver::new(root.to_path_buf(), config),
+    };
     d.claim_as(udamon_proc::start_time(Path::new("/"), std::process::id()));
     d.start().map_err(|e| {
         // A module enabled since the probe (the kernel then says
@@ -927,7 +946,7 @@ fn start_kernel(spec: &Spec, targets: Vec<KTarget>, positional: bool) -> Result<
         Assembler::new(nr, spec.attrs.sample_us, spec.attrs.aggr_us)
     };
     // Events of other kdamonds (a DAMON module's) are not ours.
-    let kpid = kdamond_pid(root);
+    let kpid = d.kdamond_pid();
     asm.only_from(kpid);
     let live = Live::Kernel(Box::new(Kernel {
         driver: d,
@@ -2113,7 +2132,7 @@ impl Kernel {
         // The driver keeps the attributes and schemes committed last.
         let old_cpu = self.pid.and_then(|p| stat_cpu_s(&self.root, p));
         self.driver.start().map_err(failed)?;
-        self.pid = kdamond_pid(&self.root);
+        self.pid = self.driver.kdamond_pid();
         // The kdamond's CPU time goes on from the old thread's.
         let new_cpu = self.pid.and_then(|p| stat_cpu_s(&self.root, p));
         self.cpu_offset += old_cpu.unwrap_or(0.0) - new_cpu.unwrap_or(0.0);

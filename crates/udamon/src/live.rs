@@ -67,6 +67,7 @@ pub fn run_live(run: &LiveRun, out: Option<&Path>) -> Result<LiveSummary> {
         softdirty_reset: run.softdirty_reset,
         alloc_sites: run.alloc_sites.clone(),
         hints: run.hints.clone(),
+        kdamonds: None,
         warn: udamon_session::Warner::default(),
     };
     let mut session = Session::start(&spec)?;
