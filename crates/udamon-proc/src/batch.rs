@@ -1,5 +1,5 @@
-//! Many positioned reads or writes of one file in one round of system
-//! calls.
+//! Many positioned reads or writes of one file (reads: of several files)
+//! in one round of system calls.
 //!
 //! The idle path checks one page per region per sample: a pagemap entry, a
 //! page-flags word and an idle-bitmap word, each at its own offset, so done
@@ -16,7 +16,10 @@
 //! a seccomp filter, `UDAMON_IO_URING=0` in the environment) the same
 //! requests are made one system call each, as before. The results are the
 //! same either way: [`read_many`] fills each buffer until it is full or the
-//! file ends, [`write_many`] writes each buffer whole.
+//! file ends, [`write_many`] writes each buffer whole. [`read_many_files`]
+//! reads from several files in one round (a sample's pagemap entries of
+//! every target), with a result per request: one file's failure leaves the
+//! others' reads as they are.
 
 use std::cell::RefCell;
 use std::fs::File;
@@ -131,32 +134,43 @@ fn on_ring<T>(n: usize, f: impl FnOnce(&mut Ring) -> T) -> Option<T> {
 }
 
 /// Reads each `(offset, buffer)` of `file` until the buffer is full or the
-/// file ends; returns the bytes read into each. The first error ends the
-/// batch.
+/// file ends; returns the bytes read into each, or the first error (in the
+/// order of the requests). [`read_many_files`] with one file.
 pub fn read_many(file: &File, reqs: &mut [(u64, &mut [u8])]) -> io::Result<Vec<usize>> {
-    let mut done = vec![0usize; reqs.len()];
+    let mut all: Vec<(&File, u64, &mut [u8])> = reqs
+        .iter_mut()
+        .map(|(off, buf)| (file, *off, &mut **buf))
+        .collect();
+    read_many_files(&mut all).into_iter().collect()
+}
+
+/// Reads each `(file, offset, buffer)` until the buffer is full or its file
+/// ends, the requests of every file in one round; returns the bytes read
+/// into each buffer, or the error of that request. A request that fails
+/// (say, of a process that went away) leaves the others' results as they
+/// are; only a failure of io_uring itself fails every request of the
+/// round not yet completed (and of the rounds after it, not made).
+pub fn read_many_files(reqs: &mut [(&File, u64, &mut [u8])]) -> Vec<io::Result<usize>> {
     if reqs.is_empty() {
-        return Ok(done);
+        return Vec::new();
     }
-    match on_ring(reqs.len(), |ring| submit_reads(ring, file, reqs, &mut done)) {
-        Some(Ok(())) => {
+    match on_ring(reqs.len(), |ring| submit_reads(ring, reqs)) {
+        Some(mut got) => {
             // A short read that is not the end of the file (a proc file
             // may hand out less than asked) is finished here.
-            for (i, (off, buf)) in reqs.iter_mut().enumerate() {
-                let n = done[i];
-                if n > 0 && n < buf.len() {
-                    done[i] = n + read_full_at(file, &mut buf[n..], *off + n as u64)?;
+            for ((file, off, buf), r) in reqs.iter_mut().zip(got.iter_mut()) {
+                if let Ok(n) = *r {
+                    if n > 0 && n < buf.len() {
+                        *r = read_full_at(file, &mut buf[n..], *off + n as u64).map(|m| n + m);
+                    }
                 }
             }
-            Ok(done)
+            got
         }
-        Some(Err(e)) => Err(e),
-        None => {
-            for (i, (off, buf)) in reqs.iter_mut().enumerate() {
-                done[i] = read_full_at(file, buf, *off)?;
-            }
-            Ok(done)
-        }
+        None => reqs
+            .iter_mut()
+            .map(|(file, off, buf)| read_full_at(file, buf, *off))
+            .collect(),
     }
 }
 
@@ -194,23 +208,26 @@ impl Bounce {
     }
 }
 
-fn submit_reads(
-    ring: &mut Ring,
-    file: &File,
-    reqs: &mut [(u64, &mut [u8])],
-    done: &mut [usize],
-) -> io::Result<()> {
-    let fd = types::Fd(file.as_raw_fd());
-    let mut first_err = None;
-    for (c, chunk) in reqs.chunks_mut(RING_ENTRIES as usize).enumerate() {
-        let base = c * RING_ENTRIES as usize;
-        let mut bounce = Bounce::new(chunk.iter().map(|(_, b)| b.len()).sum());
+/// The same error again, for each request a failed round fails.
+fn same_error(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
+/// One result per request, in order.
+fn submit_reads(ring: &mut Ring, reqs: &mut [(&File, u64, &mut [u8])]) -> Vec<io::Result<usize>> {
+    let nr = reqs.len();
+    let mut got: Vec<io::Result<usize>> = Vec::with_capacity(nr);
+    for chunk in reqs.chunks_mut(RING_ENTRIES as usize) {
+        let mut bounce = Bounce::new(chunk.iter().map(|(_, _, b)| b.len()).sum());
         let mem = bounce.buf.as_mut_ptr();
         let mut at = 0;
-        for (j, (off, buf)) in chunk.iter().enumerate() {
+        for (j, (file, off, buf)) in chunk.iter().enumerate() {
             // SAFETY: `at + buf.len()` is within the bounce buffer.
             let ptr = unsafe { mem.add(at) };
-            let sqe = opcode::Read::new(fd, ptr, buf.len() as u32)
+            let sqe = opcode::Read::new(types::Fd(file.as_raw_fd()), ptr, buf.len() as u32)
                 .offset(*off)
                 .build()
                 .flags(squeue::Flags::ASYNC)
@@ -226,28 +243,29 @@ fn submit_reads(
             if ring.broken {
                 bounce.leak();
             }
-            return Err(e);
+            // The caller's buffers of this round are left as they were:
+            // its requests, and those of the rounds not made, fail alike.
+            let copies: Vec<_> = (got.len() + 1..nr).map(|_| Err(same_error(&e))).collect();
+            got.push(Err(e));
+            got.extend(copies);
+            return got;
         }
         let mut at = 0;
-        for (j, (off, buf)) in chunk.iter_mut().enumerate() {
-            match res[j] {
+        for (j, (file, off, buf)) in chunk.iter_mut().enumerate() {
+            got.push(match res[j] {
                 r if r >= 0 => {
                     let n = (r as usize).min(buf.len());
                     buf[..n].copy_from_slice(&bounce.buf[at..at + n]);
-                    done[base + j] = n;
+                    Ok(n)
                 }
                 // Interrupted or would-block: redone synchronously (rare).
-                r if r == -libc::EINTR || r == -libc::EAGAIN => {
-                    done[base + j] = read_full_at(file, buf, *off)?;
-                }
-                r => {
-                    first_err.get_or_insert(io::Error::from_raw_os_error(-r));
-                }
-            }
+                r if r == -libc::EINTR || r == -libc::EAGAIN => read_full_at(file, buf, *off),
+                r => Err(io::Error::from_raw_os_error(-r)),
+            });
             at += buf.len();
         }
     }
-    first_err.map_or(Ok(()), Err)
+    got
 }
 
 fn submit_writes(ring: &mut Ring, file: &File, reqs: &[(u64, &[u8])]) -> io::Result<()> {
@@ -629,6 +647,121 @@ mod tests {
             drop(wr);
             assert_eq!(bufs, [[0u8; 4]; 4]);
             check_reads_and_writes();
+        });
+        if ran.is_none() {
+            eprintln!("skipped: no io_uring here");
+        }
+    }
+
+    /// Three files read in one batch, their requests interleaved: more than
+    /// the ring holds, some past the end of their file; a fourth file open
+    /// for writing only fails each of its requests (EBADF) and leaves the
+    /// others' results as they are.
+    fn check_reads_of_several_files() {
+        let data: Vec<Vec<u8>> = (0..3u8)
+            .map(|k| {
+                (0..=255u8)
+                    .map(|b| b ^ (k * 85))
+                    .cycle()
+                    .take(3000 + 1000 * k as usize)
+                    .collect()
+            })
+            .collect();
+        let files: Vec<_> = data.iter().map(|d| file_with(d)).collect();
+        let wo = std::fs::OpenOptions::new()
+            .write(true)
+            .open(files[0].0.path().join("f"))
+            .unwrap();
+        // (file: 0..3, or 3 for the write-only one; offset)
+        let plan: Vec<(usize, u64)> = (0..700u64)
+            .map(|i| ((i % 4) as usize, (i * 13) % 5200))
+            .collect();
+        let mut bufs: Vec<[u8; 8]> = vec![[0xee; 8]; plan.len()];
+        let mut reqs: Vec<(&File, u64, &mut [u8])> = plan
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(&(k, o), b)| (if k < 3 { &files[k].1 } else { &wo }, o, &mut b[..]))
+            .collect();
+        let got = read_many_files(&mut reqs);
+        drop(reqs);
+        assert_eq!(got.len(), plan.len());
+        for (i, (&(k, o), r)) in plan.iter().zip(&got).enumerate() {
+            if k == 3 {
+                let e = r.as_ref().unwrap_err();
+                assert_eq!(e.raw_os_error(), Some(libc::EBADF), "request {i}");
+                assert_eq!(bufs[i], [0xee; 8], "a failed read leaves its buffer");
+                continue;
+            }
+            let d = &data[k];
+            let want = d.len().saturating_sub(o as usize).min(8);
+            assert_eq!(
+                *r.as_ref().unwrap(),
+                want,
+                "request {i}: file {k} offset {o}"
+            );
+            let o = (o as usize).min(d.len());
+            assert_eq!(&bufs[i][..want], &d[o..o + want], "request {i}");
+        }
+        // And read_many reports the failure of one file's batch.
+        let mut b = [[0u8; 8]; 5];
+        let mut reqs: Vec<(u64, &mut [u8])> = b.iter_mut().map(|b| (0, &mut b[..])).collect();
+        let e = read_many(&wo, &mut reqs).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
+        assert!(read_many_files(&mut []).is_empty());
+    }
+
+    #[test]
+    fn several_files_are_read_in_one_batch_each_request_on_its_own() {
+        check_reads_of_several_files();
+        if std::env::var("UDAMON_IO_URING").is_err() && IoUring::new(8).is_ok() {
+            assert!(engine_is_ring(), "the batch went through the ring");
+        }
+    }
+
+    #[test]
+    fn several_files_read_alike_without_the_ring() {
+        std::thread::spawn(|| {
+            ENGINE.with(|e| *e.borrow_mut() = Engine::Sync);
+            check_reads_of_several_files();
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A round that io_uring itself fails fails every request of it (the
+    /// buffers untouched), whichever file it reads; the ring, settled, then
+    /// serves the next batch.
+    #[test]
+    fn a_failed_round_fails_each_of_its_requests() {
+        let fault = Fault {
+            fail: 1,
+            submit_first: 0,
+        };
+        let ran = on_faulty_ring(fault, || {
+            let (_d1, f1) = file_with(b"abcdefgh");
+            let (_d2, f2) = file_with(b"ijklmnop");
+            let mut bufs = [[0u8; 4]; 6];
+            let mut reqs: Vec<(&File, u64, &mut [u8])> = bufs
+                .iter_mut()
+                .enumerate()
+                .map(|(i, b)| {
+                    (
+                        if i % 2 == 0 { &f1 } else { &f2 },
+                        (i % 3) as u64,
+                        &mut b[..],
+                    )
+                })
+                .collect();
+            let got = read_many_files(&mut reqs);
+            drop(reqs);
+            assert_eq!(got.len(), 6);
+            for r in &got {
+                assert_eq!(r.as_ref().unwrap_err().raw_os_error(), Some(libc::EIO));
+            }
+            assert_eq!(bufs, [[0u8; 4]; 6]);
+            assert!(engine_is_ring());
+            assert!(ring_is_idle(), "a request outlived the batch");
+            check_reads_of_several_files();
         });
         if ran.is_none() {
             eprintln!("skipped: no io_uring here");

@@ -295,27 +295,43 @@ impl ProcOps {
         self.root.join(format!("proc/{pid}"))
     }
 
-    /// Pagemap entries of the sampling addresses of target `i`, or `None`
-    /// (and the target marked gone) when its process vanished. Whether it
-    /// still runs is asked only when the read fails: the pagemap opened at
-    /// the start reads the address space of that process alone, and reads
-    /// nothing once it exited, so a sample never needs the check (one
-    /// system call per target per sample saved).
-    fn sample_entries(&mut self, i: usize, t: &Target) -> Option<Vec<crate::PagemapEntry>> {
-        let addrs: Vec<u64> = t.regions.iter().map(|r| r.sampling_addr).collect();
-        if self.targets.get(i)?.ended.is_some() {
-            return None;
-        }
-        let pm = self.targets.get(i)?.pagemap.as_ref()?;
-        match pm.entries(&addrs) {
-            Ok(e) => Some(e),
-            Err(e) => {
-                if self.alive(i) {
-                    self.note(e);
-                }
-                None
+    /// Pagemap entries of the sampling addresses of each target, read for
+    /// every target in one batch ([`crate::pagemap::entries_many`]); `None`
+    /// for a target that has ended, and for one whose read failed (its
+    /// error noted, and the target marked gone, when its process vanished).
+    /// Whether a process still runs is asked only when its read fails: the
+    /// pagemap opened at the start reads the address space of that process
+    /// alone, and reads nothing once it exited, so a sample never needs the
+    /// check (one system call per target per sample saved).
+    fn sample_entries(&mut self, targets: &[Target]) -> Vec<Option<Vec<crate::PagemapEntry>>> {
+        let addrs: Vec<Vec<u64>> = targets
+            .iter()
+            .map(|t| t.regions.iter().map(|r| r.sampling_addr).collect())
+            .collect();
+        let mut read = Vec::with_capacity(targets.len());
+        let mut items = Vec::with_capacity(targets.len());
+        for (i, a) in addrs.iter().enumerate() {
+            let Some(t) = self.targets.get(i) else {
+                continue;
+            };
+            if let (None, Some(pm)) = (t.ended, t.pagemap.as_ref()) {
+                read.push(i);
+                items.push((pm, &a[..]));
             }
         }
+        let got = crate::pagemap::entries_many(&items);
+        let mut out: Vec<Option<Vec<crate::PagemapEntry>>> = vec![None; targets.len()];
+        for (i, r) in read.into_iter().zip(got) {
+            match r {
+                Ok(e) => out[i] = Some(e),
+                Err(e) => {
+                    if self.alive(i) {
+                        self.note(e);
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Whether target `i` is still the process that was chosen; marks it
@@ -508,8 +524,9 @@ impl Operations for ProcOps {
         self.pending.clear();
         match self.mode {
             AccessMode::IdlePage => {
-                for (i, t) in targets.iter().enumerate() {
-                    match self.sample_entries(i, t) {
+                let entries = self.sample_entries(targets);
+                for (t, e) in targets.iter().zip(entries) {
+                    match e {
                         Some(e) => self.pending.extend(e.iter().map(|e| e.pfn())),
                         None => self.pending.extend(t.regions.iter().map(|_| None)),
                     }
@@ -586,8 +603,9 @@ impl Operations for ProcOps {
                 }
             }
             AccessMode::SoftDirtyWriteOnly => {
-                for (i, t) in targets.iter().enumerate() {
-                    match self.sample_entries(i, t) {
+                let entries = self.sample_entries(targets);
+                for (t, e) in targets.iter().zip(entries) {
+                    match e {
                         Some(e) => accessed.extend(e.iter().map(|e| e.present() && e.soft_dirty())),
                         None => accessed.extend(t.regions.iter().map(|_| false)),
                     }
@@ -1206,6 +1224,70 @@ mod tests {
             (st.resets, st.period, st.period_min, st.period_max),
             (2, 2, 2, 2)
         );
+    }
+
+    /// Four targets sampled in one batch: 41 and 45 read as they would
+    /// alone; 43's pagemap cannot be read (a directory in its place), so its
+    /// regions count as not accessed and the error is noted; 44 has ended,
+    /// so it is not read (its deleted pagemap, still open, would read
+    /// present and soft-dirty) and counts as not accessed. Results stay
+    /// target by target, region by region.
+    #[test]
+    fn targets_are_sampled_together_each_on_its_own() {
+        let sd = PagemapEntry::SOFT_DIRTY;
+        for mode in [AccessMode::IdlePage, AccessMode::SoftDirtyWriteOnly] {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            fake_proc(root, 41, &[(0x10, P | sd | 70), (0x100, P | 3)]);
+            fake_proc(root, 43, &[]);
+            std::fs::remove_file(root.join("proc/43/pagemap")).unwrap();
+            std::fs::create_dir(root.join("proc/43/pagemap")).unwrap();
+            fake_proc(root, 44, &[(0x10, P | sd | 9), (0x100, P | sd | 9)]);
+            fake_proc(root, 45, &[(0x10, P | sd | 5)]);
+            fake_bitmap(root, 128);
+            let mut ops = ProcOps::new(root, &[41, 43, 44, 45], mode).unwrap();
+            let t = [
+                target(41, &[0x10_000, 0x100_000, 0x400_000]),
+                target(43, &[0x10_000, 0x100_000]),
+                target(44, &[0x10_000, 0x100_000]),
+                target(45, &[0x10_000]),
+            ];
+            std::fs::remove_dir_all(root.join("proc/44")).unwrap();
+            assert_eq!(ops.target_ranges(2, &t[2]), None);
+            assert_eq!(ops.ended(2), Some(TargetEnd::Exited));
+            ops.prepare_access_checks(&t, W);
+            let e = ops.take_error().map(|e| e.to_string()).unwrap_or_default();
+            let mut acc = Vec::new();
+            if mode == AccessMode::IdlePage {
+                assert!(e.contains("proc/43/pagemap"), "{mode:?}: {e}");
+                // PFNs 3, 5 (word 0) and 70 (word 1) marked; 9 (44's) not.
+                assert_eq!(word(root, 0), (1 << 3) | (1 << 5));
+                assert_eq!(word(root, 1), 1 << 6);
+                // The "kernel" sees PFNs 3 and 5 accessed.
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(crate::idle::bitmap_path(root))
+                    .unwrap();
+                f.write_all_at(&0u64.to_ne_bytes(), 0).unwrap();
+                ops.check_accesses(&t, W, &mut acc);
+                assert_eq!(
+                    acc,
+                    [false, true, false, false, false, false, false, true],
+                    "{mode:?}"
+                );
+            } else {
+                ops.check_accesses(&t, W, &mut acc);
+                let e = ops.take_error().unwrap().to_string();
+                assert!(e.contains("proc/43/pagemap"), "{mode:?}: {e}");
+                assert_eq!(
+                    acc,
+                    [true, false, false, false, false, false, false, true],
+                    "{mode:?}"
+                );
+            }
+            assert!(ops.take_error().is_none());
+            assert!(ops.target_valid(0) && ops.target_valid(1) && ops.target_valid(3));
+        }
     }
 
     #[test]

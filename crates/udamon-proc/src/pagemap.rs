@@ -92,10 +92,9 @@ impl Pagemap {
     /// batch ([`crate::batch`]); pages past the end of the file read as
     /// empty entries (not present).
     pub fn entries(&self, addrs: &[u64]) -> Result<Vec<PagemapEntry>, Error> {
-        let pages: Vec<u64> = addrs.iter().map(|a| a / PAGE_SZ).collect();
-        let words =
-            read_words(&self.file, &pages).map_err(|e| Error::io("reading", &self.path, e))?;
-        Ok(words.into_iter().map(PagemapEntry).collect())
+        entries_many(&[(self, addrs)])
+            .pop()
+            .expect("one result per pagemap")
     }
 
     /// Like [`entries`](Self::entries), but fails with
@@ -106,6 +105,30 @@ impl Pagemap {
         check_pfns_visible(&entries, &self.path)?;
         Ok(entries.iter().map(|e| e.pfn()).collect())
     }
+}
+
+/// The entries of the pages holding each pagemap's addresses, as
+/// [`Pagemap::entries`] reads them, of every pagemap in one batch
+/// ([`crate::batch::read_many_files`]): one result per pagemap, in the
+/// order given. A pagemap that cannot be read fails alone.
+pub fn entries_many(items: &[(&Pagemap, &[u64])]) -> Vec<Result<Vec<PagemapEntry>, Error>> {
+    let pages: Vec<Vec<u64>> = items
+        .iter()
+        .map(|(_, addrs)| addrs.iter().map(|a| a / PAGE_SZ).collect())
+        .collect();
+    let files: Vec<(&File, &[u64])> = items
+        .iter()
+        .zip(&pages)
+        .map(|((pm, _), p)| (&pm.file, &p[..]))
+        .collect();
+    read_words_many(&files)
+        .into_iter()
+        .zip(items)
+        .map(|(r, (pm, _))| match r {
+            Ok(words) => Ok(words.into_iter().map(PagemapEntry).collect()),
+            Err(e) => Err(Error::io("reading", &pm.path, e)),
+        })
+        .collect()
 }
 
 /// `struct pm_scan_arg` of `PAGEMAP_SCAN` (linux/fs.h, Linux 6.7).
@@ -223,42 +246,73 @@ pub(crate) fn contiguous_runs(sorted: &[u64]) -> impl Iterator<Item = &[u64]> {
 /// run of consecutive indices, all in one batch. Words past the end of the
 /// file read as 0.
 pub(crate) fn read_words(file: &File, indices: &[u64]) -> std::io::Result<Vec<u64>> {
-    let mut sorted = indices.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let words = read_sorted_words(file, &sorted)?;
-    Ok(indices
-        .iter()
-        .map(|i| words[sorted.binary_search(i).expect("every index was read")])
-        .collect())
+    read_words_many(&[(file, indices)])
+        .pop()
+        .expect("one result per file")
 }
 
-fn read_sorted_words(file: &File, sorted: &[u64]) -> std::io::Result<Vec<u64>> {
-    let mut buf = vec![0u8; sorted.len() * 8];
-    let runs: Vec<&[u64]> = contiguous_runs(sorted).collect();
-    let mut reqs: Vec<(u64, &mut [u8])> = Vec::with_capacity(runs.len());
+/// [`read_words`] of several files, all in one batch: one result per
+/// `(file, indices)`, in the order given; a file whose reads fail fails
+/// alone.
+pub(crate) fn read_words_many(items: &[(&File, &[u64])]) -> Vec<std::io::Result<Vec<u64>>> {
+    let sorted: Vec<Vec<u64>> = items
+        .iter()
+        .map(|(_, indices)| {
+            let mut s = indices.to_vec();
+            s.sort_unstable();
+            s.dedup();
+            s
+        })
+        .collect();
+    let runs: Vec<Vec<&[u64]>> = sorted
+        .iter()
+        .map(|s| contiguous_runs(s).collect())
+        .collect();
+    let mut buf = vec![0u8; sorted.iter().map(Vec::len).sum::<usize>() * 8];
+    let mut reqs: Vec<(&File, u64, &mut [u8])> =
+        Vec::with_capacity(runs.iter().map(Vec::len).sum());
     let mut rest = &mut buf[..];
-    for run in &runs {
-        let (head, tail) = rest.split_at_mut(run.len() * 8);
-        reqs.push((run[0] * 8, head));
-        rest = tail;
-    }
-    let got = crate::batch::read_many(file, &mut reqs)?;
-    drop(reqs);
-    let mut words = Vec::with_capacity(sorted.len());
-    let mut at = 0;
-    for (run, n) in runs.iter().zip(got) {
-        for i in 0..run.len() {
-            let b = &buf[(at + i) * 8..(at + i) * 8 + 8];
-            words.push(if (i + 1) * 8 <= n {
-                u64::from_ne_bytes(b.try_into().expect("8 bytes"))
-            } else {
-                0
-            });
+    for ((file, _), file_runs) in items.iter().zip(&runs) {
+        for run in file_runs {
+            let (head, tail) = rest.split_at_mut(run.len() * 8);
+            reqs.push((file, run[0] * 8, head));
+            rest = tail;
         }
-        at += run.len();
     }
-    Ok(words)
+    let mut got = crate::batch::read_many_files(&mut reqs).into_iter();
+    drop(reqs);
+    let mut out = Vec::with_capacity(items.len());
+    let mut at = 0;
+    for ((_, indices), (sorted, file_runs)) in items.iter().zip(sorted.iter().zip(&runs)) {
+        let mut words = Vec::with_capacity(sorted.len());
+        let mut err = None;
+        for run in file_runs {
+            match got.next().expect("one result per run") {
+                Ok(n) => {
+                    for i in 0..run.len() {
+                        let b = &buf[(at + i) * 8..(at + i) * 8 + 8];
+                        words.push(if (i + 1) * 8 <= n {
+                            u64::from_ne_bytes(b.try_into().expect("8 bytes"))
+                        } else {
+                            0
+                        });
+                    }
+                }
+                Err(e) => {
+                    err.get_or_insert(e);
+                }
+            }
+            at += run.len();
+        }
+        out.push(match err {
+            Some(e) => Err(e),
+            None => Ok(indices
+                .iter()
+                .map(|i| words[sorted.binary_search(i).expect("every index was read")])
+                .collect()),
+        });
+    }
+    out
 }
 
 #[cfg(test)]
@@ -308,6 +362,54 @@ mod tests {
         assert_eq!(e[3], PagemapEntry(0), "a hole reads as not present");
         assert_eq!(e[4].pfn(), Some(5));
         assert_eq!(e[5], PagemapEntry(0), "past the end reads as not present");
+    }
+
+    /// Several pagemaps in one batch: each reads as `entries` reads it
+    /// alone, in the order given, and one that cannot be read (a directory
+    /// in its place) fails alone.
+    #[test]
+    fn entries_of_several_pagemaps_in_one_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let p = PagemapEntry::PRESENT;
+        fake_pagemap(root, 1, &[(0x10, p | 1), (0x11, p | 2), (0x40, p | 3)]);
+        fake_pagemap(root, 2, &[(0x10, p | 21), (0x12, PagemapEntry::SWAPPED)]);
+        fake_pagemap(root, 3, &[(0x5, p | 35)]);
+        std::fs::create_dir_all(root.join("proc/4/pagemap")).unwrap();
+        let pms: Vec<Pagemap> = (1..=4)
+            .map(|pid| Pagemap::open(root, pid).unwrap())
+            .collect();
+        let a1 = [0x40_000, 0x10_000, 0x11_fff, 0x10_008, 0x999_000];
+        let a2 = [0x12_000, 0x10_000, 0x11_000];
+        let a3: [u64; 0] = [];
+        let a4 = [0x10_000];
+        let got = entries_many(&[
+            (&pms[0], &a1[..]),
+            (&pms[3], &a4[..]),
+            (&pms[1], &a2[..]),
+            (&pms[2], &a3[..]),
+            (&pms[2], &[0x5_000, 0x6_000][..]),
+        ]);
+        assert_eq!(got.len(), 5);
+        let e = |raw: &[u64]| raw.iter().map(|&r| PagemapEntry(r)).collect::<Vec<_>>();
+        assert_eq!(
+            got[0].as_ref().unwrap(),
+            &e(&[p | 3, p | 1, p | 2, p | 1, 0])
+        );
+        let err = got[1].as_ref().unwrap_err();
+        assert!(err.to_string().contains("proc/4/pagemap"), "{err}");
+        assert_eq!(
+            got[2].as_ref().unwrap(),
+            &e(&[PagemapEntry::SWAPPED, p | 21, 0])
+        );
+        assert!(got[3].as_ref().unwrap().is_empty());
+        assert_eq!(got[4].as_ref().unwrap(), &e(&[p | 35, 0]));
+        for (pm, a) in [(&pms[0], &a1[..]), (&pms[1], &a2[..])] {
+            let alone = pm.entries(a).unwrap();
+            let i = if pm.pid() == 1 { 0 } else { 2 };
+            assert_eq!(got[i].as_ref().unwrap(), &alone, "as read alone");
+        }
+        assert!(entries_many(&[]).is_empty());
     }
 
     #[test]
