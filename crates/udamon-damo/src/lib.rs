@@ -25,7 +25,7 @@
 //! count, a region that ends before it starts, a window that ends before it
 //! starts, a sampling interval of 0, an address past 2^64).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::ops::ControlFlow;
@@ -442,6 +442,19 @@ struct Place {
     end_ns: Option<u64>,
     /// Set when a check refuses a value (see [`Place::refuse`]).
     refused: Rc<Cell<bool>>,
+    /// Snapshots cut short where their regions went back (see [`Regions`]).
+    cuts: Rc<RefCell<Cuts>>,
+}
+
+/// Snapshots whose regions go out of order, one starting before the one
+/// before it ends (damo 3.4.3, under load, closes a record with a last
+/// window whose regions repeat, the whole list over and over or one region
+/// twice): each is kept up to that point, and the import says so.
+#[derive(Default)]
+struct Cuts {
+    snapshots: usize,
+    regions: usize,
+    first: Option<String>,
 }
 
 impl Place {
@@ -469,7 +482,6 @@ fn region(
     at: &Place,
     ri: usize,
     g: &DamoRegion,
-    prev_end: Option<u64>,
 ) -> Result<Option<RegionSnapshot>, String> {
     let samples = g.nr_accesses.samples;
     if g.start.is(0) && g.end.is(0) && samples.is(-1) {
@@ -486,12 +498,6 @@ fn region(
     if end <= start {
         return Err(format!(
             "{at} region {ri}: {start:#x}-{end:#x} does not end after it starts"
-        ));
-    }
-    if let Some(p) = prev_end.filter(|&p| start < p) {
-        return Err(format!(
-            "{at} region {ri}: {start:#x}-{end:#x} starts before the region above it ends \
-             ({p:#x}); damo's regions are sorted and do not overlap"
         ));
     }
     let count =
@@ -535,6 +541,7 @@ struct JsonImport<'a> {
     snapshot: usize,
     /// Set when a check refused a value (its message names the place).
     refused: Rc<Cell<bool>>,
+    cuts: Rc<RefCell<Cuts>>,
     tick: &'a mut dyn FnMut() -> ControlFlow<()>,
 }
 
@@ -763,6 +770,7 @@ impl<'de> Visitor<'de> for Snapshots<'_, '_> {
                     snapshot: self.0.snapshot,
                     end_ns: None,
                     refused: Rc::clone(&self.0.refused),
+                    cuts: Rc::clone(&self.0.cuts),
                 },
                 sample_us: self.0.attrs.sample_us,
             };
@@ -874,9 +882,28 @@ impl<'de> Visitor<'de> for Regions<'_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut ri = 0;
+        let mut cut = 0;
         while let Some(g) = seq.next_element::<DamoRegion>()? {
             let prev_end = self.out.last().map(|r| r.end);
-            if let Some(r) = region(self.at, ri, &g, prev_end).map_err(|m| self.at.refuse(m))? {
+            if cut > 0 {
+                cut += 1;
+                continue;
+            }
+            // A region that starts before the one before it ends: the rest
+            // of the list is dropped (the regions so far are in order), and
+            // the import says so.
+            if let (Some(p), Some(start)) = (prev_end, g.start.whole(u64::MAX)) {
+                if start < p && !(g.start.is(0) && g.end.is(0)) {
+                    cut = 1;
+                    let mut c = self.at.cuts.borrow_mut();
+                    c.snapshots += 1;
+                    c.first.get_or_insert_with(|| {
+                        format!("{} region {ri} ({start:#x}, before {p:#x})", self.at)
+                    });
+                    continue;
+                }
+            }
+            if let Some(r) = region(self.at, ri, &g).map_err(|m| self.at.refuse(m))? {
                 if self.out.len() >= MAX_REGIONS {
                     return Err(self.at.refuse(format!(
                         "{}: more than {MAX_REGIONS} regions, udamon's cap on a window",
@@ -887,6 +914,7 @@ impl<'de> Visitor<'de> for Regions<'_> {
             }
             ri += 1;
         }
+        self.at.cuts.borrow_mut().regions += cut;
         Ok(())
     }
 }
@@ -912,6 +940,7 @@ fn import_json(
         record: 0,
         snapshot: 0,
         refused: Rc::new(Cell::new(false)),
+        cuts: Rc::default(),
         tick,
     };
     let bad = |msg: String| Error::Format {
@@ -977,13 +1006,25 @@ fn import_json(
         spills.push(s.file);
     }
     let header = header(input, format, attrs, spills.len());
+    let cuts = imp.cuts.borrow();
+    let warnings = cuts.first.iter().map(|first| {
+        format!(
+            "{}: {} snapshot(s) listed regions out of order, starting before the region \
+             before them ends ({} region(s) in all, first at {first}; damo's last window of a \
+             record ended under load repeats regions so): each was kept up to that point",
+            input.display(),
+            cuts.snapshots,
+            cuts.regions
+        )
+    });
+    let warnings: Vec<String> = warnings.collect();
     merge(&spills, header, output, imp.tick).map(|(snapshots, duration_us)| Summary {
         format,
         attrs,
         snapshots,
         targets: spills.len(),
         duration_us,
-        warnings: Vec::new(),
+        warnings,
     })
 }
 
