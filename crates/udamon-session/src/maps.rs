@@ -41,8 +41,10 @@ pub(crate) struct MapsWatch {
     root: PathBuf,
     every: Duration,
     next: Option<Instant>,
-    /// The mappings written last, per target index.
-    last: HashMap<u32, Vec<MapInfo>>,
+    /// The mappings written last, per target index, and a hash of the
+    /// maps text they were read from: a poll that reads the same text
+    /// parses nothing (a program's processes mostly keep their mappings).
+    last: HashMap<u32, (u64, Vec<MapInfo>)>,
     /// Build-ids by (device, inode).
     ids: HashMap<(String, u64), Option<String>>,
 }
@@ -79,7 +81,20 @@ impl MapsWatch {
             .retain(|idx, _| targets.iter().any(|(i, _)| i == idx));
         let mut out = Vec::new();
         for &(idx, pid) in targets {
-            let Ok(maps) = udamon_proc::read_maps(&self.root, pid) else {
+            let path = udamon_proc::maps::maps_path(&self.root, pid);
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let hash = {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                text.hash(&mut h);
+                h.finish()
+            };
+            if self.last.get(&idx).is_some_and(|(h, _)| *h == hash) {
+                continue;
+            }
+            let Ok(maps) = udamon_proc::maps::parse_maps(&text, &path) else {
                 continue;
             };
             let maps: Vec<MapInfo> = maps
@@ -99,10 +114,14 @@ impl MapsWatch {
                     }
                 })
                 .collect();
-            if self.last.get(&idx) != Some(&maps) {
-                self.last.insert(idx, maps.clone());
-                out.push(MapsEvent { at_us, idx, maps });
+            if self.last.get(&idx).map(|(_, m)| m) != Some(&maps) {
+                out.push(MapsEvent {
+                    at_us,
+                    idx,
+                    maps: maps.clone(),
+                });
             }
+            self.last.insert(idx, (hash, maps));
         }
         out
     }
