@@ -478,11 +478,7 @@ impl std::fmt::Display for Place {
 
 /// A region of damo's, checked: `Ok(None)` for damo's fake region (0-0,
 /// nr_accesses -1), which only closes a single-snapshot record.
-fn region(
-    at: &Place,
-    ri: usize,
-    g: &DamoRegion,
-) -> Result<Option<RegionSnapshot>, String> {
+fn region(at: &Place, ri: usize, g: &DamoRegion) -> Result<Option<RegionSnapshot>, String> {
     let samples = g.nr_accesses.samples;
     if g.start.is(0) && g.end.is(0) && samples.is(-1) {
         return Ok(None);

@@ -327,11 +327,20 @@ fn a_snapshot_whose_regions_go_back_is_kept_up_to_there() {
     let twice = record_of(&[snap(
         json!(0),
         json!(100_000_000),
-        &[r(0x1000, 0x3000, 1), r(0x3000, 0x4000, 1), r(0x3000, 0x4000, 1), r(0x4000, 0x5000, 1)],
+        &[
+            r(0x1000, 0x3000, 1),
+            r(0x3000, 0x4000, 1),
+            r(0x3000, 0x4000, 1),
+            r(0x4000, 0x5000, 1),
+        ],
     )]);
     let (summary, _, snaps) = import_bytes(&twice).unwrap();
     assert_eq!(regions(&snaps)[0].len(), 2);
-    assert!(summary.warnings[0].contains("region 2 (0x3000, before 0x4000)"), "{:?}", summary.warnings);
+    assert!(
+        summary.warnings[0].contains("region 2 (0x3000, before 0x4000)"),
+        "{:?}",
+        summary.warnings
+    );
 }
 
 #[test]
