@@ -2157,11 +2157,16 @@ def check_program_cost(d, out):
         kd = None
         if path == "kdamond":
             kd = kcpu / mon if kcpu is not None else rep.get("kdamond_cpu_s_per_s")
+        elif path == "damo":
+            # damo's record: its whole command (start-up included) over its
+            # wall time, and the kdamond's CPU over the same
+            mon = wall
+            kd = kcpu / wall if kcpu is not None else None
         rows.append(dict(tag=tag, path=path, n=n, wall=wall, whole=user + sys_, mon=mon, snaps=nsnap,
                          regions=regs, targets=tgts, maxt=maxt,
                          self_cpu=rep.get("udamon_monitoring_cpu_s_per_s"),
                          setup=rep.get("udamon_setup_cpu_s"), kd=kd, wl=wl))
-        if maxt != n:
+        if maxt != n and path != "damo":
             problems.append(f"{tag}: {maxt} targets in a snapshot at most, not {n}")
     by_path = {}
     for r in rows:
@@ -2182,6 +2187,12 @@ def check_program_cost(d, out):
                 per_snap = (r["total"] / r["rate"]) / (one["total"] / one["rate"])
                 r["x"] = max(per_s, per_snap)
         big = max(rs, key=lambda r: r["n"])
+        if path == "damo":
+            # for comparison, not judged
+            if one and big["x"] is not None:
+                summary.append(f"damo (for comparison): {big['n']} processes cost x{big['x']:.2f} of one "
+                               f"({one['total']:.4f} → {big['total']:.4f} CPU-s/s, its command + kdamond)")
+            continue
         if one is None or big["n"] == 1:
             problems.append(f"{path}: no run with 1 and with many processes to compare")
         elif big["x"] is None:
@@ -2308,6 +2319,9 @@ def check_program_service(d, out):
         else:
             if nr_k != "1" or nt != 1:
                 problems.append(f"single: {nr_k} kdamonds, {nt} targets in sysfs (want 1 and 1)")
+    two = program_service_two(d, problems)
+    if two:
+        figs.append(two)
     if "set" in cpu and "single" in cpu:
         if cpu["single"] > 0:
             x = cpu["set"] / cpu["single"]
@@ -2321,6 +2335,49 @@ def check_program_service(d, out):
     if problems:
         raise Fail("; ".join(problems) + " || " + msg)
     return msg
+
+
+def program_service_two(d, problems):
+    """The run with two jobs of different attributes: a kdamond each (their
+    own operations and intervals), a late job on the engine, nothing left
+    after SIGTERM. Appends to PROBLEMS; returns the figures."""
+    if not os.path.exists(os.path.join(d, "attrs-two.txt")):
+        problems.append("two: the run with two jobs did not happen")
+        return None
+    rows = [l.split() for l in read(d, "attrs-two.txt", "").splitlines() if len(l.split()) == 4]
+    sysfs = kv(read(d, "sysfs-two.txt", ""))
+    on = sorted(k for k, v in sysfs.items() if k.endswith(".state") and v == "on")
+    got = {(r[1], r[2], r[3]) for r in rows}
+    want = {("vaddr", "5000", "100000"), ("paddr", "20000", "400000")}
+    if sysfs.get("nr_kdamonds") != "2" or len(on) != 2 or got != want:
+        problems.append(f"two: {sysfs.get('nr_kdamonds')} kdamonds, {len(on)} on, contexts {sorted(got)} "
+                        f"(want two, on, with {sorted(want)})")
+    if read(d, "check-two.rc", "?").strip() != "0":
+        problems.append(f"two: udamon run --check: {read(d, 'check-two.txt', '')[:300]}")
+    st = json_file(d, "status-two.json") or {}
+    kp = {}
+    for j in st.get("jobs") or []:
+        kp[j.get("name")] = sorted({x.get("kdamond_pid") for x in (j.get("workers") or {}).values()
+                                    if isinstance(x, dict) and x.get("kdamond_pid")})
+    if len(kp.get("set", [])) != 1 or len(kp.get("ram", [])) != 1 or kp.get("set") == kp.get("ram"):
+        problems.append(f"two: ctl status kdamond pids {kp} (want one each, different)")
+    late = json_file(d, "status-two-late.json") or {}
+    lj = [j for j in late.get("jobs") or [] if j.get("name") == "late"]
+    lpaths = sorted({str(x.get("path")) for j in lj for x in (j.get("workers") or {}).values()
+                     if isinstance(x, dict)})
+    if not lpaths or "kdamond" in lpaths or "None" in lpaths:
+        problems.append(f"two: the job added by the reload runs on {lpaths or 'nothing'} "
+                        f"(want udamon's engine: no kdamond is free); reload said "
+                        f"{read(d, 'reload-two.txt', '').strip()[:200]}")
+    term = kv(read(d, "term-two.txt", ""))
+    if term.get("rc") != "0" or term.get("nr_kdamonds") != "0" or term.get("claims") != "0":
+        problems.append(f"two: after SIGTERM exit {term.get('rc')}, nr_kdamonds {term.get('nr_kdamonds')}, "
+                        f"{term.get('claims')} claim file(s) (want 0, 0, 0)")
+    return (f"two: {sysfs.get('nr_kdamonds')} kdamonds "
+            + ", ".join(f"{r[0]}={r[1]} {r[2]}/{r[3]} us" for r in rows)
+            + f"; kdamond pids {kp}; late job on {','.join(lpaths) or '-'}; "
+            f"claims while running: {' '.join(read(d, 'claims-two.txt', '').split())}; "
+            f"SIGTERM exit {term.get('rc')}, nr_kdamonds {term.get('nr_kdamonds')} after")
 
 
 # program-damo: PostgreSQL's processes recorded by udamon (kernel DAMON and
@@ -2348,9 +2405,10 @@ PD_HOT_MIB = 4
 PD_HOT_MIN_JACCARD = 0.5
 # A record's windows of its first PD_SKIP_US are left out of both figures:
 # DAMON's regions adapting from an even split (a kdamond record's first five
-# windows show 30-110 MiB for a backend that settles at 6-9 MiB), which
-# damo's record misses while its tracer starts and udamon's has.
-PD_SKIP_US = 10_000_000
+# windows show 30-110 MiB for a backend that settles at 6-9 MiB; a backend's
+# regions go on splitting, 12 to 150-200, for 30-40 s), which damo's record
+# partly misses while its tracer starts and udamon's has.
+PD_SKIP_US = 30_000_000
 
 
 def pd_role(cmd):
@@ -2453,9 +2511,27 @@ def check_program_damo(d, out):
         raise Fail("no damo record to compare with: "
                    f"{read(d, 'import.err', '').strip()[:200] or read(d, 'damo.err', '').strip()[-300:]}"
                    + ("; " + "; ".join(problems) if problems else ""))
-    _, dsnaps, _ = load_record(d, "damo.raw.jsonl")
-    recs = {t: ([s for s in sn if s.get("start_us", 0) >= PD_SKIP_US], by) for t, (sn, by) in recs.items()}
-    dsnaps = [s for s in dsnaps if s.get("start_us", 0) >= PD_SKIP_US]
+    def settled(sn):
+        return [s for s in sn if s.get("start_us", 0) >= PD_SKIP_US]
+    # damo's records (two, bracketing udamon's kdamond record, in runs made
+    # since the scenario records damo twice): their windows together are the
+    # reference, and one against the other the measure's own noise
+    dparts, mended = [], []
+    for t in ("damo", "damo2"):
+        if not os.path.exists(os.path.join(d, f"{t}.raw.jsonl")):
+            continue
+        # A record whose import had to cut snapshots (damo's regions out of
+        # order: its record broke) is not a reference.
+        ierr = os.path.join(d, f"import-{t}.err")
+        if os.path.exists(ierr) and "out of order" in read(d, f"import-{t}.err", ""):
+            mended.append(t)
+            continue
+        dparts.append(settled(load_record(d, f"{t}.raw.jsonl")[1]))
+    if not dparts:
+        raise Fail(f"no damo record to compare with: {', '.join(mended)} broke (regions out of order; "
+                   f"{read(d, 'import-damo.err', '').strip()[:300]})")
+    recs = {t: (settled(sn), by) for t, (sn, by) in recs.items()}
+    dsnaps = [s for part in dparts for s in part]
     recs["damo"] = (dsnaps, {p: [i] for i, p in enumerate(damo_pids)})
     tags = [t for t in ("kdamond", "engine") if t in recs]
     hot = PD_HOT_MIB << 20
@@ -2475,9 +2551,14 @@ def check_program_damo(d, out):
         if "damo" not in med:
             rows.append(f"{pid:>6} {roles.get(pid, '?'):<22} (not in damo's record)")
             continue
-        # damo against itself: first half of its windows against the second
-        dser = [w for _, w in pd_series(dsnaps, [damo_pids.index(pid)])]
-        h1, h2 = median(dser[:len(dser) // 2]), median(dser[len(dser) // 2:])
+        # damo against itself: its two records (or, with one, the first half
+        # of its windows against the second)
+        di = [damo_pids.index(pid)]
+        if len(dparts) == 2:
+            h1, h2 = (median([w for _, w in pd_series(part, di)] or [0]) for part in dparts)
+        else:
+            dser = [w for _, w in pd_series(dsnaps, di)]
+            h1, h2 = median(dser[:len(dser) // 2]), median(dser[len(dser) // 2:])
         self_diff = abs(h1 - h2) / max(h1, h2) if h1 and h2 else None
         line = f"{pid:>6} {roles.get(pid, '?'):<22} {med['damo'] / 2**20:>7.2f}M "
         judged = False
@@ -2532,11 +2613,15 @@ def check_program_damo(d, out):
     msg = (f"{read(d, 'pg-version.txt', '').strip()} under pgbench -c 4 -j 2 "
            f"({tps[-1].split(',')[1].strip() if tps else '? tps'} at the end); damo {ver[-1] if ver else '?'}; "
            f"{attrs or 'sample 5 ms, aggr 100 ms, 10-1000 regions'}; "
-           f"{len(damo_pids)} processes, {n_judged} with a WSS of 1 MiB or more judged; windows from 10 s on: "
+           f"{len(damo_pids)} processes, {n_judged} with a WSS of 1 MiB or more judged; "
+           f"windows from {PD_SKIP_US // 1_000_000} s on: "
            + ", ".join(f"{t} {n}" for t, n in nw.items())
            + f"; median WSS per process (MiB), udamon's difference to damo's (tolerance {PD_WSS_TOL:.0%}), "
            f"hotJ = Jaccard of the hottest {PD_HOT_MIB} MiB (at least {PD_HOT_MIN_JACCARD}), "
-           f"damo½ = damo's first half against its second (noise):" + table)
+           + ("damo½ = damo's first record against its second (noise):" if len(dparts) == 2
+              else "damo½ = damo's first half against its second (noise):") + table
+           + (f"\n    left out: damo's {', '.join(mended)} (its import cut snapshots whose regions "
+              f"were out of order)" if mended else ""))
     if n_judged == 0:
         problems.append("no process has a working set of 1 MiB or more")
     if problems:

@@ -1,4 +1,5 @@
-# budget: 420
+# budget: 600
+# needs: host-root
 # program-cost: does monitoring cost grow with processes or with regions?
 # forker N for N = 1, 8 and 32, always 32 MiB of hot sets (written every
 # 100 ms) and 128 MiB of cold ones in all (FORKER_TOTAL_HOT_MIB,
@@ -12,6 +13,10 @@
 # (busybox time, and udamon's own --json account), the kdamond threads' CPU
 # (watch_kdamonds), the workers' own CPU (/proc, before and after), the
 # snapshots and regions (report raw). runs.txt: "TAG PATH N" a line.
+# For comparison, where the host's root holds damo's virtualenv (as
+# program-damo uses it), damo 3.4.3 records the same workers the same way
+# (one --target_pid each, -n/-m R, 20 s): its whole command's CPU (python
+# and its tracer, start-up included) and the kdamond's.
 . /scenarios/lib.sh "$@"
 need_flag record --children
 need_flag record --min-regions
@@ -23,6 +28,17 @@ REGIONS=${PROGRAM_COST_REGIONS:-256}
 PERIOD=${PROGRAM_COST_PERIOD_MS:-100}
 SECS=20
 program_paths
+# damo, where it can run (else the udamon paths alone)
+H=/host
+DAMO=$(sed -n 's/^damo=//p' /run/udamon-host 2>/dev/null)
+IN_HOST="chroot $H /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/tmp LC_ALL=C TMPDIR=/tmp PYTHONDONTWRITEBYTECODE=1"
+if [ -z "$(kdamond_unavailable)" ] && [ -n "$DAMO" ] && [ -x "$H$DAMO" ] &&
+    { [ -x "$H/usr/bin/trace-cmd" ] || [ -x "$H/usr/bin/perf" ]; }; then
+    paths="$paths damo"
+    chmod 1777 "$H/tmp" 2>/dev/null
+else
+    echo "damo: no damo virtualenv or tracer in the host's root" >> unavailable.txt
+fi
 echo "$paths" > paths.txt
 {
     echo "regions=$REGIONS"
@@ -57,9 +73,26 @@ for nproc in 1 8 32; do
         echo "$tag $p $nproc" >> runs.txt
         w0=$(wl_ticks); u0=$(up)
         watch_kdamonds "kdamond-$tag.txt"
-        run_timed "$tag" "$UD" record --ops "$p" $args --duration "${SECS}s" \
-            --min-regions "$REGIONS" --max-regions "$REGIONS" -o "$tag.udr" --json
-        stop_watch
+        if [ "$p" = damo ]; then
+            targs=
+            for w in $WORKERS; do targs="$targs --target_pid $w"; done
+            rm -f "$H/tmp/damo-cost.data"
+            run_timed "$tag" $IN_HOST "$DAMO" record --ops vaddr $targs --exclude_child_tasks \
+                -s 5000 -a 100000 -n "$REGIONS" -m "$REGIONS" --timeout "$SECS" \
+                --do_record access --output_type json_compressed -o /tmp/damo-cost.data
+            stop_watch
+            # damo may leave its kdamond, off: removed (this throw-away guest only)
+            k=/sys/kernel/mm/damon/admin/kdamonds
+            if [ "$(cat $k/nr_kdamonds 2>/dev/null)" != 0 ] && ! grep -qvx off $k/*/state 2>/dev/null; then
+                echo 0 > $k/nr_kdamonds
+            fi
+            [ -s "$H/tmp/damo-cost.data" ] &&
+                "$UD" import "$H/tmp/damo-cost.data" -o "$tag.udr" > /dev/null 2> "import-$tag.err"
+        else
+            run_timed "$tag" "$UD" record --ops "$p" $args --duration "${SECS}s" \
+                --min-regions "$REGIONS" --max-regions "$REGIONS" -o "$tag.udr" --json
+            stop_watch
+        fi
         echo "$RC" > "rc-$tag.txt"
         echo "$u0 $w0 $(up) $(wl_ticks)" > "wl-$tag.txt"
         if [ "$RC" = 0 ] && [ -s "$tag.udr" ]; then

@@ -1,4 +1,4 @@
-# budget: 300
+# budget: 420
 # program-service: the service's process set on one kdamond. `forker 16`
 # (a parent and sixteen workers, all with comm "forker"; 32 MiB of hot sets
 # and 128 MiB of cold ones in all) runs throughout. Two runs of `udamon run`,
@@ -11,7 +11,12 @@
 # whole thread group from /proc) and the kdamond threads' (from /proc), at
 # the start and the end of the 40 s, the metrics at both ends; then `udamon
 # ctl status --json` and text, DAMON's sysfs (kdamonds, contexts, targets),
-# SIGTERM.
+# SIGTERM. A third run, "two", has two jobs needing different attributes
+# in one service: the set (5 ms / 100 ms, 100 regions) and physical memory
+# (paddr; 20 ms / 400 ms, 10-200 regions). Each should get a kdamond of its
+# own; once both run, a reload adds a third job (ops auto, one worker) that
+# finds no free kdamond and takes udamon's engine; then SIGTERM, after which
+# no kdamond and no claim is left.
 . /scenarios/lib.sh "$@"
 have_kdamond_vaddr
 need_flag record --children
@@ -107,5 +112,81 @@ EOF
 
 service_run set '{ comm = "forker" }' "$(echo $comms | wc -w)"
 service_run single "{ pid = $W }" 1
+
+# two jobs with different attributes: a kdamond each
+two_config() {
+    cat <<EOF
+listen = "127.0.0.1:$PORT"
+socket = "$SOCK"
+
+[[jobs]]
+name = "set"
+target = { comm = "forker" }
+ops = "kdamond"
+[jobs.attrs]
+min_regions = $REGIONS
+max_regions = $REGIONS
+
+[[jobs]]
+name = "ram"
+target = "paddr"
+ops = "kdamond"
+[jobs.attrs]
+sample = "20ms"
+aggr = "400ms"
+min_regions = 10
+max_regions = 200
+EOF
+}
+two_config > svc-two.toml
+"$UD" run --check svc-two.toml > check-two.txt 2>&1
+echo $? > check-two.rc
+"$UD" run svc-two.toml > svc-two.out 2> svc-two.err &
+SVC=$!
+BG_PIDS="$BG_PIDS $SVC"
+n=0
+while [ $n -lt 120 ]; do
+    kill -0 "$SVC" 2>/dev/null || break
+    kdamonds_sysfs sysfs-two-wait.txt
+    [ "$(grep -c '^kdamond\.[0-9]*\.state=on$' sysfs-two-wait.txt)" -ge 2 ] && break
+    sleep 0.5
+    n=$((n + 1))
+done
+sleep 3
+kdamonds_sysfs sysfs-two.txt
+for k in /sys/kernel/mm/damon/admin/kdamonds/[0-9]*; do
+    [ -d "$k/contexts/0" ] || continue
+    echo "${k##*/} $(kread "$k/contexts/0/operations") $(kread "$k/contexts/0/monitoring_attrs/intervals/sample_us") $(kread "$k/contexts/0/monitoring_attrs/intervals/aggr_us")"
+done > attrs-two.txt
+ls /run/udamon > claims-two.txt 2>&1
+status_json status-two.json
+# a third job on auto: no kdamond is free, and none can be added now
+{ two_config; cat <<EOF
+
+[[jobs]]
+name = "late"
+target = { pid = $W }
+ops = "auto"
+[jobs.attrs]
+sample = "10ms"
+EOF
+} > svc-two.toml
+"$UD" ctl --socket "$SOCK" reload > reload-two.txt 2>&1
+n=0
+while [ $n -lt 60 ]; do
+    status_json status-two-late.json
+    grep -q '"late"' status-two-late.json && grep -q '"running"' status-two-late.json && break
+    sleep 0.5
+    n=$((n + 1))
+done
+sleep 3
+status_json status-two-late.json
+kdamonds_sysfs sysfs-two-late.txt
+kill -TERM "$SVC"
+wait "$SVC"
+echo "rc=$?" > term-two.txt
+echo "nr_kdamonds=$(kread /sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds)" >> term-two.txt
+echo "claims=$(ls /run/udamon 2>/dev/null | grep -c claim)" >> term-two.txt
+log "two: $(tr '\n' ' ' < attrs-two.txt); $(tr '\n' ' ' < term-two.txt)"
 forker_stop forker.log
 ran
