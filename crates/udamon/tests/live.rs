@@ -760,6 +760,75 @@ fn cleanup_removes_only_a_provable_leftover() {
     assert!(!root.join("run/udamon/kdamond.claim").exists());
 }
 
+/// The set of kdamonds a service made, left by its death: the one that ran
+/// has its claim, the other is off; `features` names both as that run's,
+/// and `udamon cleanup` removes the set whole, claims and trace instances
+/// with it.
+#[test]
+fn cleanup_removes_a_dead_services_set_of_kdamonds() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fake_machine(&root);
+    let k = "sys/kernel/mm/damon/admin/kdamonds";
+    write(&root, &format!("{k}/nr_kdamonds"), "2\n");
+    write(&root, &format!("{k}/0/state"), "off\n");
+    write(&root, &format!("{k}/1/state"), "on\n");
+    write(&root, &format!("{k}/1/pid"), "901\n");
+    let c = format!("{k}/1/contexts/0");
+    write(&root, &format!("{c}/operations"), "paddr\n");
+    write(&root, &format!("{c}/targets/nr_targets"), "1\n");
+    for (f, v) in [("sample_us", "20000\n"), ("aggr_us", "400000\n")] {
+        write(&root, &format!("{c}/monitoring_attrs/intervals/{f}"), v);
+    }
+    write(
+        &root,
+        "run/udamon/kdamonds.claim",
+        "udamon_pid=50\nudamon_start=777\nnr_kdamonds=2\n",
+    );
+    write(
+        &root,
+        "run/udamon/kdamond-1.claim",
+        "udamon_pid=50\nudamon_start=777\nkdamond_pid=901\nops=paddr\ntarget_pids=\n\
+         sample_us=20000\naggr_us=400000\nindex=1\n",
+    );
+    // (tracefs removes an instance with its files; here an empty one)
+    fs::create_dir_all(root.join("sys/kernel/tracing/instances/udamon-50-1")).unwrap();
+    fs::create_dir_all(root.join("sys/kernel/tracing/instances/udamon-501")).unwrap();
+    // pid 50 is another process now
+    write(
+        &root,
+        "proc/50/stat",
+        &format!("50 (sh) S {} 999 0\n", vec!["0"; 18].join(" ")),
+    );
+    let r = root.to_str().unwrap();
+    let out = udamon(dir.path(), &["features", "--root", r]);
+    let s = text(&out.stdout);
+    assert_eq!(
+        s.matches("was left by udamon pid 50, which died").count(),
+        2,
+        "{s}"
+    );
+    let out = udamon(dir.path(), &["cleanup", "--root", r]);
+    assert!(out.status.success());
+    assert!(
+        text(&out.stdout).contains("removed the 2 kdamonds of udamon pid 50"),
+        "{}",
+        text(&out.stdout)
+    );
+    let read = |p: &str| fs::read_to_string(root.join(p)).unwrap();
+    assert_eq!(read(&format!("{k}/nr_kdamonds")), "0");
+    assert_eq!(read(&format!("{k}/1/state")), "off");
+    assert!(!root.join("run/udamon/kdamonds.claim").exists());
+    assert!(!root.join("run/udamon/kdamond-1.claim").exists());
+    assert!(!root
+        .join("sys/kernel/tracing/instances/udamon-50-1")
+        .exists());
+    // another udamon's (pid 501) stays
+    assert!(root
+        .join("sys/kernel/tracing/instances/udamon-501")
+        .exists());
+}
+
 /// DAMON's modules run kdamonds outside the sysfs tree: `features` names
 /// them, with their thread and how to disable them.
 #[test]
