@@ -2159,9 +2159,10 @@ def check_program_cost(d, out):
             kd = kcpu / mon if kcpu is not None else rep.get("kdamond_cpu_s_per_s")
         elif path == "damo":
             # damo's record: its whole command (start-up included) over its
-            # wall time, and the kdamond's CPU over the same
-            mon = wall
-            kd = kcpu / wall if kcpu is not None else None
+            # wall time, and the kdamond's CPU over the time its windows
+            # span (it ran that long)
+            mon = span or wall
+            kd = kcpu / mon if kcpu is not None else None
         rows.append(dict(tag=tag, path=path, n=n, wall=wall, whole=user + sys_, mon=mon, snaps=nsnap,
                          regions=regs, targets=tgts, maxt=maxt,
                          self_cpu=rep.get("udamon_monitoring_cpu_s_per_s"),
@@ -2485,6 +2486,36 @@ def pd_jaccard(xs, ys):
     return inter / union if union else None
 
 
+def pd_damo_broken_at(d, name):
+    """The index of the first window in which any target of damo's record
+    NAME lists a region that starts before the one before it ends (damo
+    broke there), or None."""
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        return None
+    raw = open(path, "rb").read()
+    try:
+        recs = json.loads(zlib.decompress(raw))
+    except zlib.error:
+        recs = json.loads(raw)
+    num = lambda v: int(str(v).replace(",", ""))
+    first = None
+    for r in recs if isinstance(recs, list) else []:
+        for i, snap in enumerate(r.get("snapshots", [])):
+            prev = None
+            bad = False
+            for g in snap.get("regions", []):
+                start, end = num(g["start"]), num(g["end"])
+                if prev is not None and start < prev and not (start == 0 and end == 0):
+                    bad = True
+                    break
+                prev = end
+            if bad:
+                first = i if first is None else min(first, i)
+                break
+    return first
+
+
 def check_program_damo(d, out):
     """PostgreSQL under pgbench recorded whole by udamon (kdamond, engine)
     and by damo on the same pids: per-process median WSS within PD_WSS_TOL
@@ -2520,15 +2551,19 @@ def check_program_damo(d, out):
     for t in ("damo", "damo2"):
         if not os.path.exists(os.path.join(d, f"{t}.raw.jsonl")):
             continue
-        # A record whose import had to cut snapshots (damo's regions out of
-        # order: its record broke) is not a reference.
-        ierr = os.path.join(d, f"import-{t}.err")
-        if os.path.exists(ierr) and "out of order" in read(d, f"import-{t}.err", ""):
-            mended.append(t)
-            continue
-        dparts.append(settled(load_record(d, f"{t}.raw.jsonl")[1]))
+        # From the first window whose regions damo listed out of order (its
+        # record broke; udamon's import kept such windows cut short) on, a
+        # damo record is no reference: its windows before that one are.
+        snaps = load_record(d, f"{t}.raw.jsonl")[1]
+        broke = pd_damo_broken_at(d, f"{t}.data")
+        if broke is not None:
+            mended.append(f"{t} from its window {broke} of {len(snaps)} on")
+            snaps = snaps[:broke]
+        part = settled(snaps)
+        if part:
+            dparts.append(part)
     if not dparts:
-        raise Fail(f"no damo record to compare with: {', '.join(mended)} broke (regions out of order; "
+        raise Fail(f"no damo record to compare with: {'; '.join(mended)} broke (regions out of order; "
                    f"{read(d, 'import-damo.err', '').strip()[:300]})")
     recs = {t: (settled(sn), by) for t, (sn, by) in recs.items()}
     dsnaps = [s for part in dparts for s in part]
@@ -2610,7 +2645,7 @@ def check_program_damo(d, out):
              + "\n    median regions per process, in the order above: " + "; ".join(regs))
     ver = read(d, "damo-version.txt", "?").strip().splitlines()
     tps = [l for l in read(d, "pgbench.log", "").splitlines() if l.startswith("progress:")]
-    msg = (f"{read(d, 'pg-version.txt', '').strip()} under pgbench -c 4 -j 2 "
+    msg = (f"{read(d, 'pg-version.txt', '').strip()} under pgbench -c 4 -j 2 -S "
            f"({tps[-1].split(',')[1].strip() if tps else '? tps'} at the end); damo {ver[-1] if ver else '?'}; "
            f"{attrs or 'sample 5 ms, aggr 100 ms, 10-1000 regions'}; "
            f"{len(damo_pids)} processes, {n_judged} with a WSS of 1 MiB or more judged; "
@@ -2620,8 +2655,8 @@ def check_program_damo(d, out):
            f"hotJ = Jaccard of the hottest {PD_HOT_MIB} MiB (at least {PD_HOT_MIN_JACCARD}), "
            + ("damo½ = damo's first record against its second (noise):" if len(dparts) == 2
               else "damo½ = damo's first half against its second (noise):") + table
-           + (f"\n    left out: damo's {', '.join(mended)} (its import cut snapshots whose regions "
-              f"were out of order)" if mended else ""))
+           + (f"\n    left out: damo's {'; '.join(mended)} (windows whose regions damo listed "
+              f"out of order, and all after them)" if mended else ""))
     if n_judged == 0:
         problems.append("no process has a working set of 1 MiB or more")
     if problems:
