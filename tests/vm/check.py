@@ -2370,6 +2370,9 @@ def program_service_two(d, problems):
         problems.append(f"two: the job added by the reload runs on {lpaths or 'nothing'} "
                         f"(want udamon's engine: no kdamond is free); reload said "
                         f"{read(d, 'reload-two.txt', '').strip()[:200]}")
+    if "adds kdamonds only while none runs" not in read(d, "svc-two.err", ""):
+        problems.append("two: the service's log does not say why the job added by the reload "
+                        "got no kdamond")
     term = kv(read(d, "term-two.txt", ""))
     if term.get("rc") != "0" or term.get("nr_kdamonds") != "0" or term.get("claims") != "0":
         problems.append(f"two: after SIGTERM exit {term.get('rc')}, nr_kdamonds {term.get('nr_kdamonds')}, "

@@ -478,7 +478,10 @@ fn make_kdamonds(plan: &Plan, opts: &Options, env: &Env) {
             log::warn(
                 None,
                 &format!(
-                    "{need} jobs would run on kernel DAMON and the service has {} kdamonds,                      some of them running: the kernel adds kdamonds only while none runs, so                      the others use udamon's engine (ops = \"auto\") or fail to start                      (ops = \"kdamond\") until the service restarts",
+                    "{need} jobs would run on kernel DAMON and the service has {} kdamonds, \
+                     some of them running: the kernel adds kdamonds only while none runs, so \
+                     the others use udamon's engine (ops = \"auto\") or fail to start \
+                     (ops = \"kdamond\") until the service restarts",
                     set.nr()
                 ),
             );
