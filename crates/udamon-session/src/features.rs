@@ -1329,6 +1329,22 @@ mod tests {
             why.contains("kdamond 0") && why.contains("kdamond 1"),
             "{why}"
         );
+        // by another udamon that runs (a service): named as such
+        let other = me + 1;
+        let stat = format!("{other} (udamon) S {} 4242 0\n", vec!["0"; 18].join(" "));
+        let running = tree(
+            &[
+                (&format!("proc/{other}/stat"), &stat),
+                ("run/udamon/kdamonds.claim", &claim(other)),
+            ],
+            &kd,
+        );
+        let f = probe_read_only(running.path());
+        let why = crate::path_blocker(&f, crate::OpsChoice::Kdamond, false).unwrap_or_default();
+        assert!(
+            why.contains(&format!("kdamond 1 is another udamon's (pid {other}, running")),
+            "{why}"
+        );
     }
 
     #[test]

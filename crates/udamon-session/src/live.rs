@@ -410,6 +410,15 @@ pub fn path_blocker(f: &Features, ops: OpsChoice, phys: bool) -> Option<String> 
                         k.index
                     );
                 }
+                if let (Some(u), Some(true)) = (k.udamon_pid, k.udamon_running) {
+                    return format!(
+                        "kdamond {} is another udamon's (pid {u}, running: a service or a \
+                         record); the kernel adds no kdamond while one runs, so this run \
+                         cannot have one of its own: end that run, or use --ops idle or \
+                         --ops softdirty",
+                        k.index
+                    );
+                }
                 let clear = if k.state == "off" {
                     "an idle kdamond, as `damo stop` leaves one: if nothing of yours \
                      needs it, `echo 0 > /sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds` \
