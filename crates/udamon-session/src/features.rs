@@ -1342,7 +1342,9 @@ mod tests {
         let f = probe_read_only(running.path());
         let why = crate::path_blocker(&f, crate::OpsChoice::Kdamond, false).unwrap_or_default();
         assert!(
-            why.contains(&format!("kdamond 1 is another udamon's (pid {other}, running")),
+            why.contains(&format!(
+                "kdamond 1 is another udamon's (pid {other}, running"
+            )),
             "{why}"
         );
     }
