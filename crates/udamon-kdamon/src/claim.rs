@@ -355,15 +355,41 @@ pub fn turn_off_own(root: &Path, start_time: StartTime) -> bool {
         return false;
     }
     let nr = SetClaim::read(root).map_or(1, |s| s.nr_kdamonds);
-    let admin = crate::admin_dir(root);
-    let mut any = false;
-    for i in 0..nr {
-        let state = admin.join(format!("kdamonds/{i}/state"));
-        if fs::read_to_string(&state).is_ok_and(|s| s.trim() == "on") {
-            any |= fs::write(&state, "off").is_ok();
-        }
+    // Each one tried, whatever the others' writes did.
+    let turned: Vec<bool> = (0..nr)
+        .map(|i| turn_off(root, i).is_ok_and(|t| t))
+        .collect();
+    turned.contains(&true)
+}
+
+/// A write to a file of DAMON's sysfs that failed: the file, the value.
+pub(crate) type WriteFailed = (PathBuf, &'static str, std::io::Error);
+
+/// Writes `off` to kdamond `i`'s `state` if it reads `on`; returns
+/// whether it did.
+fn turn_off(root: &Path, i: usize) -> Result<bool, WriteFailed> {
+    let state = crate::admin_dir(root).join(format!("kdamonds/{i}/state"));
+    if !fs::read_to_string(&state).is_ok_and(|s| s.trim() == "on") {
+        return Ok(false);
     }
-    any
+    fs::write(&state, "off").map_err(|e| (state, "off", e))?;
+    Ok(true)
+}
+
+/// Turns kdamonds `0..nr` off where they run, removes them all
+/// (`nr_kdamonds` 0) and removes their claims and the set's: the end of
+/// a set of udamon's, or of its one kdamond (`nr` 1).
+pub(crate) fn remove_all(root: &Path, nr: usize) -> Result<(), WriteFailed> {
+    for i in 0..nr {
+        turn_off(root, i)?;
+    }
+    let p = crate::admin_dir(root).join("kdamonds/nr_kdamonds");
+    fs::write(&p, "0").map_err(|e| (p, "0", e))?;
+    for i in 0..nr {
+        remove_index(root, i);
+    }
+    let _ = fs::remove_file(set_claim_path(root));
+    Ok(())
 }
 
 /// Turns the kdamonds of the claims off, removes them (`nr_kdamonds` 0),
@@ -371,15 +397,8 @@ pub fn turn_off_own(root: &Path, start_time: StartTime) -> bool {
 /// for kdamonds proven udamon's (a leftover, or this process's own on a
 /// forced exit).
 pub fn remove_kdamond(root: &Path, udamon_pid: u32) -> std::io::Result<()> {
-    let admin = crate::admin_dir(root);
     let nr = SetClaim::read(root).map_or(1, |s| s.nr_kdamonds);
-    for i in 0..nr {
-        let state = admin.join(format!("kdamonds/{i}/state"));
-        if fs::read_to_string(&state).is_ok_and(|s| s.trim() == "on") {
-            fs::write(&state, "off")?;
-        }
-    }
-    fs::write(admin.join("kdamonds/nr_kdamonds"), "0")?;
+    remove_all(root, nr).map_err(|(_, _, e)| e)?;
     if let Some(t) = crate::trace::tracefs_dir(root) {
         let own = format!("udamon-{udamon_pid}");
         if let Ok(dir) = fs::read_dir(t.join("instances")) {
@@ -391,10 +410,6 @@ pub fn remove_kdamond(root: &Path, udamon_pid: u32) -> std::io::Result<()> {
             }
         }
     }
-    for i in 0..nr {
-        remove_index(root, i);
-    }
-    let _ = fs::remove_file(set_claim_path(root));
     Ok(())
 }
 

@@ -170,25 +170,12 @@ impl KdamondSet {
         if !self.intact() {
             return Ok(());
         }
-        let admin = admin_dir(&self.root);
-        let write = |p: PathBuf, v: &str| {
-            fs::write(&p, v).map_err(|source| Error::Write {
-                path: p.clone(),
-                value: v.into(),
+        crate::claim::remove_all(&self.root, self.nr).map_err(|(path, value, source)| {
+            Error::Write {
+                path,
+                value: value.into(),
                 source,
-            })
-        };
-        for i in 0..self.nr {
-            let state = admin.join(format!("kdamonds/{i}/state"));
-            if read(&state).as_deref() == Some("on") {
-                write(state, "off")?;
             }
-        }
-        write(admin.join("kdamonds/nr_kdamonds"), "0")?;
-        for i in 0..self.nr {
-            crate::claim::remove_index(&self.root, i);
-        }
-        let _ = fs::remove_file(crate::claim::set_claim_path(&self.root));
-        Ok(())
+        })
     }
 }

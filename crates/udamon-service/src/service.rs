@@ -453,7 +453,9 @@ fn load_checked(config: &Path, opts: &Options) -> Result<Plan, Error> {
     Ok(plan)
 }
 
-/// How many of `plan`'s jobs run on kernel DAMON here.
+/// How many of `plan`'s jobs run on kernel DAMON here, checked again at
+/// the start (after a dead udamon's leftover kdamonds were removed, which
+/// the first check saw in the way) and at each reload.
 fn kernel_jobs(plan: &Plan, opts: &Options) -> usize {
     check_plan(plan, opts)
         .jobs
