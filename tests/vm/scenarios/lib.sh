@@ -499,6 +499,16 @@ kdamond_ticks() {
 
 # kdamonds_sysfs FILE: every kdamond of DAMON's sysfs interface: its state,
 # pid, and per context its operations and number of targets
+# remove_damo_kdamonds: damo may leave its kdamonds behind, off; udamon
+# rightly refuses kdamonds it did not create, so a set that is all off is
+# removed (these throw-away guests only). Says so in the log and in
+# damo-left-kdamond.txt; returns 1 when there was none to remove.
+remove_damo_kdamonds() {
+    _k=/sys/kernel/mm/damon/admin/kdamonds
+    [ "$(cat $_k/nr_kdamonds 2>/dev/null)" != 0 ] && ! grep -qvx off $_k/*/state 2>/dev/null || return 1
+    echo 0 > $_k/nr_kdamonds && log "removed the kdamond damo left (off)" && echo removed >> damo-left-kdamond.txt
+}
+
 kdamonds_sysfs() {
     _a=/sys/kernel/mm/damon/admin/kdamonds
     {

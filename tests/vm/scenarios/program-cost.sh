@@ -81,11 +81,7 @@ for nproc in 1 8 32; do
                 -s 5000 -a 100000 -n "$REGIONS" -m "$REGIONS" --timeout "$SECS" \
                 --do_record access --output_type json_compressed -o /tmp/damo-cost.data
             stop_watch
-            # damo may leave its kdamond, off: removed (this throw-away guest only)
-            k=/sys/kernel/mm/damon/admin/kdamonds
-            if [ "$(cat $k/nr_kdamonds 2>/dev/null)" != 0 ] && ! grep -qvx off $k/*/state 2>/dev/null; then
-                echo 0 > $k/nr_kdamonds
-            fi
+            remove_damo_kdamonds
             [ -s "$H/tmp/damo-cost.data" ] &&
                 "$UD" import "$H/tmp/damo-cost.data" -o "$tag.udr" > /dev/null 2> "import-$tag.err"
         else

@@ -152,12 +152,7 @@ damo_record() {
         -s $SAMPLE_US -a $AGGR_US -u $UPDATE_US -n $MINR -m $MAXR \
         --timeout $SECS --do_record access --output_type json_compressed -o /tmp/damo.data
     cp "$H/tmp/damo.data" "$1.data" 2>/dev/null
-    # damo may leave its kdamond behind, off; udamon rightly refuses a kdamond
-    # it did not create, so an all-off set is removed (this throw-away guest only)
-    k=/sys/kernel/mm/damon/admin/kdamonds
-    if [ "$(cat $k/nr_kdamonds 2>/dev/null)" != 0 ] && ! grep -qvx off $k/*/state 2>/dev/null; then
-        echo 0 > $k/nr_kdamonds && log "removed the kdamond damo left (off)" && echo removed >> damo-left-kdamond.txt
-    fi
+    remove_damo_kdamonds
 }
 # 1. damo on the pids (kernel DAMON)
 damo_record damo
