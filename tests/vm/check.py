@@ -2182,11 +2182,18 @@ def check_program_cost(d, out):
             r["rate"] = r["snaps"] / r["mon"] if r["mon"] else 0.0
         one = next((r for r in rs if r["n"] == 1), None)
         for r in rs:
-            r["x"] = None
+            r["x"] = r["x_region"] = None
             if one and one["total"] > 0 and one["rate"] > 0 and r["rate"] > 0:
                 per_s = r["total"] / one["total"]
                 per_snap = (r["total"] / r["rate"]) / (one["total"] / one["rate"])
                 r["x"] = max(per_s, per_snap)
+                # per region of a snapshot: the kernel's rules give 32
+                # processes more regions than one at the same bounds (at
+                # least three a target, and each process's own hot and
+                # cold parts), and a path that cannot keep its sampling
+                # rate spends the same CPU on fewer snapshots
+                if r["regions"] > 0 and one["regions"] > 0:
+                    r["x_region"] = per_snap * one["regions"] / r["regions"]
         big = max(rs, key=lambda r: r["n"])
         if path == "damo":
             # for comparison, not judged
@@ -2199,29 +2206,34 @@ def check_program_cost(d, out):
         elif big["x"] is None:
             problems.append(f"{path}: no CPU figure to compare")
         else:
+            per_region = (f", x{big['x_region']:.2f} per region and snapshot"
+                          if big["x_region"] is not None else "")
             summary.append(f"{path}: {big['n']} processes cost x{big['x']:.2f} of one "
                            f"({one['total']:.4f} → {big['total']:.4f} CPU-s/s"
-                           f"{', udamon + kdamond' if path == 'kdamond' else ''}){how}")
+                           f"{', udamon + kdamond' if path == 'kdamond' else ''}{per_region}){how}")
             if big["x"] > COST_MAX_RATIO:
                 summary.append(f"{path}: above the goal of x{COST_MAX_RATIO}")
     for p in paths:
         if p not in by_path:
             problems.append(f"{p}: no run measured")
     hdr = ("    | path | processes | targets | regions | snapshots/s | udamon CPU-s/s | kdamond CPU-s/s "
-           "| total CPU-s/s | × one process | udamon set-up CPU-s | whole run CPU-s (wall s) | workload CPU-s/s |")
-    table = [hdr, "    |" + " --- |" * 12]
+           "| total CPU-s/s | × one process | × per region | udamon set-up CPU-s | whole run CPU-s (wall s) "
+           "| workload CPU-s/s |")
+    table = [hdr, "    |" + " --- |" * 13]
     for r in sorted(rows, key=lambda r: (r["path"], r["n"])):
         if "total" not in r:
             continue
         f = lambda v, fmt: (fmt % v) if v is not None else "-"
         table.append(f"    | {r['path']} | {r['n']} | {r['targets']:.1f} | {r['regions']:.0f} | {r['rate']:.1f} "
                      f"| {r['ud']:.4f} | {f(r['kd'], '%.4f')} | {r['total']:.4f} | {f(r['x'], '%.2f')} "
+                     f"| {f(r['x_region'], '%.2f')} "
                      f"| {f(r['setup'], '%.2f')} | {r['whole']:.2f} ({r['wall']:.1f}) | {f(r['wl'], '%.3f')} |")
     table.append(f"    (same total: {params.get('total_hot_mib', '?')} MiB hot, written every "
                  f"{params.get('period_ms', '?')} ms, and {params.get('total_cold_mib', '?')} MiB cold, split over "
                  f"the processes; --min-regions = --max-regions = {params.get('regions', '?')}; "
                  f"{params.get('seconds', '?')} s each; udamon CPU-s/s: its own account of monitoring, set-up "
-                 f"left out, where it gives one; × one process: the larger of the per-second and per-snapshot ratios)")
+                 f"left out, where it gives one; × one process: the larger of the per-second and per-snapshot ratios; "
+                 f"× per region: the per-snapshot ratio over the ratio of regions)")
     unavailable = read(d, "unavailable.txt", "").strip().replace("\n", "; ")
     msg = "; ".join(summary) + (f" (not available: {unavailable})" if unavailable else "")
     if problems:

@@ -9,7 +9,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
+use memchr::memmem::Finder;
 use udamon_core::schemes::DamosStats;
 use udamon_core::{RegionSnapshot, Snapshot, TargetSnapshot};
 
@@ -30,7 +32,8 @@ pub struct AggregatedEvent {
 /// Parses one line; `None` for lines of other events or malformed ones.
 /// Old kernels (before about 5.17) print no age: it reads as 0.
 pub fn parse_aggregated(line: &str) -> Option<AggregatedEvent> {
-    let at = line.find("target_id=")?;
+    static MARK: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("target_id="));
+    let at = MARK.find(line.as_bytes())?;
     let (head, body) = line.split_at(at);
     let time_us = head
         .split_whitespace()
@@ -96,11 +99,16 @@ pub struct SchemeStatEvent {
 /// Parses a `damos_stat_after_apply_interval` line; `None` for other
 /// lines or malformed ones (every field is required).
 pub fn parse_scheme_stat(line: &str) -> Option<SchemeStatEvent> {
-    let marker = format!("{SCHEME_STAT_EVENT}: ");
-    let at = line.find(&marker)?;
+    // Asked of every line the trace holds: the event's name is looked for
+    // with a searcher made once, not at each line.
+    static MARK: LazyLock<(Finder<'static>, usize)> = LazyLock::new(|| {
+        let mark = format!("{SCHEME_STAT_EVENT}: ");
+        (Finder::new(&mark).into_owned(), mark.len())
+    });
+    let at = MARK.0.find(line.as_bytes())?;
     let pid = line_pid(&line[..at]);
     let mut f = std::collections::HashMap::new();
-    for w in line[at + marker.len()..].split_whitespace() {
+    for w in line[at + MARK.1..].split_whitespace() {
         let (k, v) = w.split_once('=')?;
         f.insert(k, v.parse::<u64>().ok()?);
     }

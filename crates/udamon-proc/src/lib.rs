@@ -54,4 +54,4 @@ pub use ops::{
 };
 pub use paddr::{node_ram, system_ram, PaddrOps};
 pub use pagemap::{Pagemap, PagemapEntry};
-pub use stat::{clock_ticks_per_s, start_time, stat_field, ProcStat};
+pub use stat::{clock_ticks_per_s, read_proc_file, start_time, stat_field, ProcStat};

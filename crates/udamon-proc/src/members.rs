@@ -55,6 +55,10 @@ pub struct Member {
     pub start: u64,
     /// `/proc/PID/stat`'s command name.
     pub comm: String,
+    /// Its address space's size in bytes (`/proc/PID/stat` field 23) at
+    /// the scan: a process whose size stayed the same most likely kept its
+    /// mappings, so they need not be read again at once.
+    pub vsize: u64,
 }
 
 /// Scans more than this many processes of one cgroup are cut short: a
@@ -89,6 +93,7 @@ const RECHECK_SCANS: u64 = 10;
 struct Seen {
     start: u64,
     comm: String,
+    vsize: u64,
     /// Has an address space: not a kernel thread, not a zombie.
     has_mm: bool,
 }
@@ -98,10 +103,16 @@ fn seen(root: &Path, pid: u32) -> Option<Seen> {
     let state = st.state();
     // Kernel threads have no address space: vsize (field 23) is 0, and so
     // is a zombie's.
-    let has_mm = st.field(23).is_some_and(|v| v > 0) && !matches!(state, 'Z' | 'X' | 'x');
+    // Fields 22 (start time) and 23 (vsize), in one pass over the line.
+    let (start, vsize) = {
+        let mut f = st.fields_from(22);
+        (f.next()??, f.next().flatten().unwrap_or(0))
+    };
+    let has_mm = vsize > 0 && !matches!(state, 'Z' | 'X' | 'x');
     Some(Seen {
-        start: st.field(22)?,
+        start,
         comm: st.comm,
+        vsize,
         has_mm,
     })
 }
@@ -225,6 +236,7 @@ impl Tracker {
                 pid,
                 start: s.start,
                 comm: s.comm,
+                vsize: s.vsize,
             })
             .collect()
     }

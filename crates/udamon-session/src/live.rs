@@ -1431,11 +1431,25 @@ impl Session {
     }
 
     /// The monitored processes now, each with its target index in the
-    /// record (none for physical memory and simulations).
-    pub fn target_pids(&self) -> Vec<(u32, u32)> {
+    /// record and, for a program's process, its size at the last scan
+    /// (none for physical memory and simulations).
+    pub(crate) fn target_pids(&self) -> Vec<crate::maps::Watched> {
+        use crate::maps::Watched;
         match &self.follow {
-            Some(f) => f.slots.iter().map(|s| (s.id, s.pid)).collect(),
-            None if self.info.pid != 0 => vec![(0, self.info.pid)],
+            Some(f) => f
+                .slots
+                .iter()
+                .map(|s| Watched {
+                    idx: s.id,
+                    pid: s.pid,
+                    vsize: Some(s.vsize),
+                })
+                .collect(),
+            None if self.info.pid != 0 => vec![Watched {
+                idx: 0,
+                pid: self.info.pid,
+                vsize: None,
+            }],
             None => Vec::new(),
         }
     }
@@ -1957,11 +1971,12 @@ fn follow_engine(
         }
         let slot = f.slots[pos].clone();
         leave(e, f, pos, "exec");
-        let comm = udamon_proc::ProcStat::read(root, slot.pid).map_or_else(String::new, |s| s.comm);
+        let st = udamon_proc::ProcStat::read(root, slot.pid);
         arrived.push(udamon_proc::Member {
             pid: slot.pid,
             start: slot.start,
-            comm,
+            vsize: st.as_ref().and_then(|s| s.field(23)).unwrap_or(0),
+            comm: st.map_or_else(String::new, |s| s.comm),
         });
     }
     for m in &arrived {

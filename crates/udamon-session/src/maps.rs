@@ -35,18 +35,47 @@ pub fn layout_maps(w: &Workload) -> Vec<MapInfo> {
         .collect()
 }
 
+/// A process whose mappings are watched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Watched {
+    /// Its target index in the record.
+    pub idx: u32,
+    pub pid: u32,
+    /// Its address space's size as a scan of the program read it (a
+    /// program's process: see [`MapsWatch::poll`]).
+    pub vsize: Option<u64>,
+}
+
+/// A program's process whose size stayed the same since its mappings were
+/// last read is read again at every this many polls only (a mapping
+/// changed in place, by `mprotect` or a `MAP_FIXED` of the same size, is
+/// seen that late).
+pub(crate) const REREAD_SAME_SIZE: u32 = 10;
+
+/// What was read last of one target.
+#[derive(Debug)]
+struct Last {
+    /// A hash of the maps text: a poll that reads the same text parses
+    /// nothing (a program's processes mostly keep their mappings).
+    hash: u64,
+    maps: Vec<MapInfo>,
+    /// The size the target had when they were read, and the polls since.
+    vsize: Option<u64>,
+    polls: u32,
+}
+
 /// Watches the targets' mappings (see the module's documentation).
 #[derive(Debug)]
 pub(crate) struct MapsWatch {
     root: PathBuf,
     every: Duration,
     next: Option<Instant>,
-    /// The mappings written last, per target index, and a hash of the
-    /// maps text they were read from: a poll that reads the same text
-    /// parses nothing (a program's processes mostly keep their mappings).
-    last: HashMap<u32, (u64, Vec<MapInfo>)>,
+    /// The mappings written last, per target index.
+    last: HashMap<u32, Last>,
     /// Build-ids by (device, inode).
     ids: HashMap<(String, u64), Option<String>>,
+    /// The read buffer, kept from poll to poll.
+    buf: Vec<u8>,
 }
 
 impl MapsWatch {
@@ -57,6 +86,7 @@ impl MapsWatch {
             next: None,
             last: HashMap::new(),
             ids: HashMap::new(),
+            buf: Vec::new(),
         }
     }
 
@@ -72,31 +102,45 @@ impl MapsWatch {
         self.next.is_none_or(|n| Instant::now() >= n)
     }
 
-    /// The targets' mappings that changed since they were last written
-    /// (`targets`: index and pid). A target whose maps cannot be read (it
-    /// just exited) is skipped; one that left is forgotten.
-    pub fn poll(&mut self, targets: &[(u32, u32)], at_us: u64) -> Vec<MapsEvent> {
+    /// The targets' mappings that changed since they were last written.
+    /// A target whose maps cannot be read (it just exited) is skipped; one
+    /// that left is forgotten. A program's process (one with a `vsize`)
+    /// whose size is the one it had when its mappings were last read is
+    /// not read again before [`REREAD_SAME_SIZE`] polls: reading each
+    /// process's maps every second is most of what a program of many
+    /// processes costs on kernel DAMON, beyond the regions.
+    pub fn poll(&mut self, targets: &[Watched], at_us: u64) -> Vec<MapsEvent> {
         self.next = Some(Instant::now() + self.every);
         self.last
-            .retain(|idx, _| targets.iter().any(|(i, _)| i == idx));
+            .retain(|idx, _| targets.iter().any(|t| t.idx == *idx));
         let mut out = Vec::new();
-        for &(idx, pid) in targets {
-            let path = udamon_proc::maps::maps_path(&self.root, pid);
-            let Ok(text) = std::fs::read_to_string(&path) else {
+        for t in targets {
+            if let Some(last) = self.last.get_mut(&t.idx) {
+                if t.vsize.is_some() && t.vsize == last.vsize && last.polls + 1 < REREAD_SAME_SIZE {
+                    last.polls += 1;
+                    continue;
+                }
+            }
+            let path = udamon_proc::maps::maps_path(&self.root, t.pid);
+            if udamon_proc::read_proc_file(&path, &mut self.buf, false).is_err() {
                 continue;
-            };
+            }
+            let text = String::from_utf8_lossy(&self.buf).into_owned();
             let hash = {
                 use std::hash::{Hash, Hasher};
                 let mut h = std::collections::hash_map::DefaultHasher::new();
                 text.hash(&mut h);
                 h.finish()
             };
-            if self.last.get(&idx).is_some_and(|(h, _)| *h == hash) {
+            if let Some(last) = self.last.get_mut(&t.idx).filter(|l| l.hash == hash) {
+                last.vsize = t.vsize;
+                last.polls = 0;
                 continue;
             }
             let Ok(maps) = udamon_proc::maps::parse_maps(&text, &path) else {
                 continue;
             };
+            let pid = t.pid;
             let maps: Vec<MapInfo> = maps
                 .into_iter()
                 .take(MAX_MAPS)
@@ -114,14 +158,22 @@ impl MapsWatch {
                     }
                 })
                 .collect();
-            if self.last.get(&idx).map(|(_, m)| m) != Some(&maps) {
+            if self.last.get(&t.idx).map(|l| &l.maps) != Some(&maps) {
                 out.push(MapsEvent {
                     at_us,
-                    idx,
+                    idx: t.idx,
                     maps: maps.clone(),
                 });
             }
-            self.last.insert(idx, (hash, maps));
+            self.last.insert(
+                t.idx,
+                Last {
+                    hash,
+                    maps,
+                    vsize: t.vsize,
+                    polls: 0,
+                },
+            );
         }
         out
     }
@@ -164,6 +216,10 @@ impl MapsWatch {
 mod tests {
     use super::*;
 
+    fn t(idx: u32, pid: u32, vsize: Option<u64>) -> Watched {
+        Watched { idx, pid, vsize }
+    }
+
     #[test]
     fn mappings_are_written_at_the_start_then_only_when_they_change() {
         let root = tempfile::tempdir().unwrap();
@@ -173,7 +229,7 @@ mod tests {
         write("00400000-00401000 r-xp 00000000 08:01 1234 /bin/prog\n01000000-01021000 rw-p 00000000 00:00 0 [heap]\n");
         let mut w = MapsWatch::new(root.path(), Duration::from_secs(1));
         assert!(w.due());
-        let first = w.poll(&[(0, 42)], 0);
+        let first = w.poll(&[t(0, 42, None)], 0);
         assert_eq!(first.len(), 1);
         let maps = &first[0].maps;
         assert_eq!(maps.len(), 2);
@@ -183,16 +239,52 @@ mod tests {
         assert_eq!(maps[0].build_id, None);
         assert_eq!((maps[1].dev.as_str(), maps[1].inode), ("", 0));
         assert!(!w.due());
-        assert!(w.poll(&[(0, 42)], 1_000_000).is_empty());
+        assert!(w.poll(&[t(0, 42, None)], 1_000_000).is_empty());
         write("00400000-00401000 r-xp 00000000 08:01 1234 /bin/prog\n01000000-01042000 rw-p 00000000 00:00 0 [heap]\n");
-        let grown = w.poll(&[(0, 42)], 2_000_000);
+        let grown = w.poll(&[t(0, 42, None)], 2_000_000);
         assert_eq!(grown.len(), 1);
         assert_eq!(grown[0].maps[1].end, 0x0104_2000);
         // A target that cannot be read is skipped; after a reset, all are
         // written again.
-        assert!(w.poll(&[(0, 42), (1, 43)], 3_000_000).is_empty());
+        assert!(w
+            .poll(&[t(0, 42, None), t(1, 43, None)], 3_000_000)
+            .is_empty());
         w.reset();
-        assert_eq!(w.poll(&[(0, 42)], 4_000_000).len(), 1);
+        assert_eq!(w.poll(&[t(0, 42, None)], 4_000_000).len(), 1);
+    }
+
+    #[test]
+    fn a_program_process_of_the_same_size_is_read_again_only_now_and_then() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("proc/42");
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |text: &str| std::fs::write(dir.join("maps"), text).unwrap();
+        let heap = |end: u32| {
+            format!("00400000-00401000 r-xp 00000000 08:01 1234 /bin/prog\n01000000-{end:08x} rw-p 00000000 00:00 0 [heap]\n")
+        };
+        write(&heap(0x0102_1000));
+        let mut w = MapsWatch::new(root.path(), Duration::from_secs(1));
+        assert_eq!(w.poll(&[t(0, 42, Some(100))], 0).len(), 1);
+        // Changed in place, the size the same: seen at the tenth poll.
+        write(&heap(0x0104_2000));
+        for i in 1..REREAD_SAME_SIZE {
+            assert!(
+                w.poll(&[t(0, 42, Some(100))], u64::from(i)).is_empty(),
+                "poll {i}"
+            );
+        }
+        let late = w.poll(&[t(0, 42, Some(100))], 10);
+        assert_eq!(late.len(), 1);
+        assert_eq!(late[0].maps[1].end, 0x0104_2000);
+        // A new size: read at once.
+        write(&heap(0x0108_4000));
+        let grown = w.poll(&[t(0, 42, Some(200))], 11);
+        assert_eq!(grown.len(), 1);
+        assert_eq!(grown[0].maps[1].end, 0x0108_4000);
+        // A process given without a size (one process, not a program) is
+        // read at every poll.
+        write(&heap(0x0110_0000));
+        assert_eq!(w.poll(&[t(0, 42, None)], 12).len(), 1);
     }
 
     #[test]
@@ -204,7 +296,7 @@ mod tests {
         let pid = std::process::id();
         let maps = udamon_proc::read_maps(Path::new("/"), pid).unwrap();
         let mut w = MapsWatch::new(Path::new("/"), Duration::from_secs(1));
-        let ev = w.poll(&[(0, pid)], 0);
+        let ev = w.poll(&[t(0, pid, None)], 0);
         let exe = exe.to_str().unwrap();
         let ours: Vec<&MapInfo> = ev[0].maps.iter().filter(|m| m.path == exe).collect();
         assert!(!ours.is_empty(), "{maps:?}");

@@ -20,6 +20,8 @@ pub(crate) struct Slot {
     pub pid: u32,
     pub start: u64,
     pub id: u32,
+    /// Its address space's size at the last scan.
+    pub vsize: u64,
 }
 
 /// A program followed as targets (see the module's documentation).
@@ -115,6 +117,7 @@ impl Follow {
                 pid: m.pid,
                 start: m.start,
                 id: i as u32,
+                vsize: m.vsize,
             })
             .collect();
         self.next_id = members.len() as u32;
@@ -128,13 +131,18 @@ impl Follow {
     /// Scans now: which targets left (`exited`: the process is gone;
     /// `replaced`: its pid names another process now; `left`: it runs but
     /// is no longer a member) and which processes arrived. Nothing is
-    /// changed yet.
+    /// changed yet but the sizes of the targets that stay.
     pub fn scan(&mut self) -> Change {
         self.last = Instant::now();
         let members = self.tracker.scan();
         let mut change = Change::default();
-        for (i, s) in self.slots.iter().enumerate().rev() {
-            if !members.iter().any(|m| m.pid == s.pid && m.start == s.start) {
+        for (i, s) in self.slots.iter_mut().enumerate().rev() {
+            if let Some(m) = members
+                .iter()
+                .find(|m| m.pid == s.pid && m.start == s.start)
+            {
+                s.vsize = m.vsize;
+            } else {
                 let why = match udamon_proc::start_time(&self.root, s.pid) {
                     None => "exited",
                     Some(st) if st == s.start => "left",
@@ -176,6 +184,7 @@ impl Follow {
             pid: m.pid,
             start: m.start,
             id,
+            vsize: m.vsize,
         });
         self.pending.push(TargetEvent::Arrive {
             at_us,
