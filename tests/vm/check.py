@@ -2260,7 +2260,9 @@ def status_targets(job):
 # thread group plus the kdamond threads, per second over the same 40 s) is
 # printed against the one-process job's, at the same region budget, and
 # against the goal of 1.5 times, but not judged (too noisy under TCG for a
-# pass/fail line: 1.24-1.45 in three runs of the same build).
+# pass/fail line: 1.24-1.64 in four runs of one build, 1.36 in two of
+# the next). The ratio per region is printed beside it: the set's 17
+# targets get more regions than one process at the same bounds.
 SERVICE_MAX_RATIO = 1.5
 
 
@@ -2268,7 +2270,7 @@ def check_program_service(d, out):
     """`udamon run` with a comm job over 17 processes, then a pid job over
     one: one kdamond for the set, and a comparable CPU cost."""
     comms = read(d, "comm-pids.txt", "").split()
-    figs, problems, cpu = [], [], {}
+    figs, problems, cpu, regions = [], [], {}, {}
     for tag in ("set", "single"):
         w = kv(read(d, f"wait-{tag}.txt", ""))
         if not w:
@@ -2304,6 +2306,9 @@ def check_program_service(d, out):
             dt = t1 - t0
             svc, kd = (s1 - s0) / 100.0 / dt, (k1 - k0) / 100.0 / dt
             cpu[tag] = svc + kd
+            rg = [m["udamon_job_regions"] for m in (m0, m1) if "udamon_job_regions" in m]
+            if rg:
+                regions[tag] = sum(rg) / len(rg)
             job_cpu = None
             if "udamon_job_cpu_seconds_total" in m0 and "udamon_job_cpu_seconds_total" in m1:
                 job_cpu = (m1["udamon_job_cpu_seconds_total"] - m0["udamon_job_cpu_seconds_total"]) / dt
@@ -2338,8 +2343,14 @@ def check_program_service(d, out):
     if "set" in cpu and "single" in cpu:
         if cpu["single"] > 0:
             x = cpu["set"] / cpu["single"]
+            # the kernel's rules give 17 processes more regions than one
+            # at the same bounds (three a target at least)
+            per_region = ""
+            if regions.get("single") and regions.get("set"):
+                per_region = (f", x{x * regions['single'] / regions['set']:.2f} per region "
+                              f"({regions['single']:.0f} → {regions['set']:.0f} regions)")
             figs.insert(0, f"the set of {len(comms)} costs x{x:.2f} of one process "
-                           f"({cpu['single']:.4f} → {cpu['set']:.4f} CPU-s/s, service + kdamond)")
+                           f"({cpu['single']:.4f} → {cpu['set']:.4f} CPU-s/s, service + kdamond{per_region})")
             if x > SERVICE_MAX_RATIO:
                 figs.insert(1, f"above the goal of x{SERVICE_MAX_RATIO}")
         else:

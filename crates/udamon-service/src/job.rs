@@ -833,7 +833,7 @@ impl<'a> SessionRun<'a> {
         let rss = (!pids.is_empty())
             .then(|| {
                 pids.iter()
-                    .map(|&p| udamon_session::rss_swap_kb(&self.env.root, p).0)
+                    .map(|&p| udamon_session::rss_kb(&self.env.root, p))
                     .sum::<Option<u64>>()
                     .map(|k| k * 1024)
             })

@@ -24,8 +24,8 @@ pub mod sim;
 pub mod topology;
 
 pub use live::{
-    choose, cmdline, path_blocker, plan, rss_swap_kb, stat_cpu_s, AllocSites, Event, Finished,
-    LiveTarget, OpsChoice, Paused, Session, SessionInfo, Spec,
+    choose, cmdline, path_blocker, plan, rss_kb, rss_swap_kb, stat_cpu_s, AllocSites, Event,
+    Finished, LiveTarget, OpsChoice, Paused, Session, SessionInfo, Spec,
 };
 pub use recorder::{CpuSpent, FileWriter, Gaps, LiveSummary, Processes, Recorder};
 pub use schemes::{scheme_reports, SchemeReport, TargetStats};

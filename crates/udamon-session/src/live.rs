@@ -561,6 +561,24 @@ pub fn rss_swap_kb(root: &Path, pid: u32) -> (Option<u64>, Option<u64>) {
     (proc_field(&s, "VmRSS:"), proc_field(&s, "VmSwap:"))
 }
 
+/// A process's resident set in kB, from `/proc/PID/statm` (its second
+/// field, in pages: the same count as `VmRSS`). Far cheaper to read than
+/// `status`, which a service would otherwise read for every process of a
+/// program every second.
+pub fn rss_kb(root: &Path, pid: u32) -> Option<u64> {
+    let mut buf = Vec::new();
+    udamon_proc::read_proc_file(&root.join(format!("proc/{pid}/statm")), &mut buf, true).ok()?;
+    let pages: u64 = std::str::from_utf8(&buf)
+        .ok()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    Some(pages * page / 1024)
+}
+
 /// CPU seconds (user + system: stat fields 14 and 15) of a thread or
 /// process.
 pub fn stat_cpu_s(root: &Path, pid: u32) -> Option<f64> {
@@ -2338,6 +2356,26 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_resident_set_from_statm_is_the_one_status_gives() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("proc/9");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("statm"), "1000 300 20 5 0 90 0\n").unwrap();
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+        assert_eq!(rss_kb(t.path(), 9), Some(300 * page / 1024));
+        assert_eq!(rss_kb(t.path(), 10), None);
+        // This process, both ways (it may grow a little in between).
+        let me = std::process::id();
+        let by_status = rss_swap_kb(Path::new("/"), me).0.unwrap();
+        let by_statm = rss_kb(Path::new("/"), me).unwrap();
+        assert!(
+            by_statm.abs_diff(by_status) <= 1024 + by_status / 10,
+            "{by_statm} kB against {by_status}"
+        );
+    }
 
     /// A command that ignores SIGTERM is killed after the grace period.
     #[test]
