@@ -50,6 +50,8 @@ pub mod claim;
 pub mod damon_stat;
 mod driver;
 mod error;
+mod event;
+pub mod raw;
 mod set;
 mod sysfs;
 pub mod trace;

@@ -15,19 +15,7 @@ use memchr::memmem::Finder;
 use udamon_core::schemes::DamosStats;
 use udamon_core::{RegionSnapshot, Snapshot, TargetSnapshot};
 
-/// One `damon_aggregated` event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AggregatedEvent {
-    /// The ftrace timestamp in microseconds, when the line has one.
-    pub time_us: Option<u64>,
-    /// The thread that emitted it (ftrace's `comm-PID` column), when the
-    /// line has one: the kdamond, so events of other kdamonds can be told
-    /// apart from ours.
-    pub pid: Option<u32>,
-    pub target_id: u64,
-    pub nr_regions: u32,
-    pub region: RegionSnapshot,
-}
+pub use crate::event::{AggregatedEvent, SchemeStatEvent};
 
 /// Parses one line; `None` for lines of other events or malformed ones.
 /// Old kernels (before about 5.17) print no age: it reads as 0.
@@ -81,20 +69,6 @@ fn line_pid(head: &str) -> Option<u32> {
 /// The tracepoint of a scheme's statistics after each of its apply
 /// intervals (Linux 7.0+).
 pub const SCHEME_STAT_EVENT: &str = "damos_stat_after_apply_interval";
-
-/// One `damos_stat_after_apply_interval` event: a scheme's cumulative
-/// statistics after one of its apply intervals, e.g. `kdamond.0-812 [001]
-/// ..... 12.345678: damos_stat_after_apply_interval: ctx_idx=0
-/// scheme_idx=1 nr_tried=3 sz_tried=12288 nr_applied=1 sz_applied=4096
-/// sz_ops_filter_passed=0 qt_exceeds=0 nr_snapshots=2`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SchemeStatEvent {
-    /// The kdamond that emitted it, when the line says.
-    pub pid: Option<u32>,
-    pub ctx_idx: u32,
-    pub scheme_idx: u32,
-    pub stats: DamosStats,
-}
 
 /// Parses a `damos_stat_after_apply_interval` line; `None` for other
 /// lines or malformed ones (every field is required).
@@ -320,7 +294,32 @@ pub struct TraceSession {
     /// What was read and not yet handed out: the start of a line.
     partial: Vec<u8>,
     buf: Vec<u8>,
+    /// The binary pages of each CPU's buffer, where the kernel describes
+    /// them (then `pipe` is not opened): see [`crate::raw`].
+    raw: Option<Raw>,
+    /// Why the text pipe is read instead.
+    text_why: Option<String>,
 }
+
+/// The binary form of the trace: each CPU's `trace_pipe_raw`, and the
+/// layout of its pages and events.
+#[derive(Debug)]
+struct Raw {
+    layout: crate::raw::Layout,
+    cpus: Vec<File>,
+    page: crate::raw::Page,
+}
+
+/// One event of the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
+    Aggregated(AggregatedEvent),
+    SchemeStat(SchemeStatEvent),
+}
+
+/// The environment variable that keeps udamon on the text pipe (`0`), to
+/// compare.
+pub const RAW_ENV: &str = "UDAMON_TRACE_RAW";
 
 /// Bytes read from the trace pipe at a time.
 const READ_CHUNK: usize = 64 * 1024;
@@ -374,25 +373,87 @@ impl TraceSession {
             // instance's buffer is half full (the default); kernels before
             // 5.0 have no such file and wake on any event anyway.
             let _ = fs::write(instance.join("buffer_percent"), "0");
+            let text_why = match open_raw(&instance, scheme_stats) {
+                Ok(raw) => return Ok((None, Ok(raw), scheme_stats)),
+                Err(why) => why,
+            };
             let pipe = OpenOptions::new()
                 .read(true)
                 .custom_flags(libc_o_nonblock())
                 .open(instance.join("trace_pipe"))?;
-            Ok((pipe, scheme_stats))
+            Ok((Some(pipe), Err(text_why), scheme_stats))
         })();
         match session {
-            Ok((pipe, scheme_stats)) => Ok(Self {
+            Ok((pipe, raw, scheme_stats)) => Ok(Self {
                 instance,
                 scheme_stats,
-                pipe: Some(pipe),
+                pipe,
                 partial: Vec::new(),
-                buf: vec![0; READ_CHUNK],
+                buf: vec![0; raw.as_ref().map_or(READ_CHUNK, Raw::buf_len)],
+                text_why: raw.as_ref().err().cloned(),
+                raw: raw.ok(),
             }),
             Err(e) => {
                 let _ = fs::remove_dir(&instance);
                 Err(e)
             }
         }
+    }
+
+    /// Whether the trace is read in its binary form (`trace_pipe_raw`).
+    pub fn is_raw(&self) -> bool {
+        self.raw.is_some()
+    }
+
+    /// Why the trace is read as text, when it is.
+    pub fn text_why(&self) -> Option<&str> {
+        self.text_why.as_deref()
+    }
+
+    /// Calls `f` with each event available now, in the order of their
+    /// times: from the binary pages of every CPU's buffer, else parsed
+    /// from the text pipe's lines (other lines are left out).
+    pub fn for_each_event(&mut self, mut f: impl FnMut(TraceEvent)) -> io::Result<()> {
+        let Some(raw) = self.raw.as_mut() else {
+            return self.for_each_line(|line| {
+                if let Some(ev) = parse_scheme_stat(line) {
+                    f(TraceEvent::SchemeStat(ev));
+                } else if let Some(ev) = parse_aggregated(line) {
+                    f(TraceEvent::Aggregated(ev));
+                }
+            });
+        };
+        raw.page.events.clear();
+        for cpu in &mut raw.cpus {
+            loop {
+                match cpu.read(&mut self.buf) {
+                    Ok(0) => break,
+                    // One read returns one sub-buffer; a plain file (a
+                    // test's) returns several at once.
+                    Ok(n) => {
+                        for page in self.buf[..n].chunks(raw.layout.page_len().max(64)) {
+                            crate::raw::parse_page(page, &raw.layout, &mut raw.page);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        // Each CPU's events are in order; a kdamond that moved between
+        // CPUs left its events on both.
+        raw.page.events.sort_by_key(|(t, _)| *t);
+        for &(t, ev) in &raw.page.events {
+            f(match ev {
+                crate::raw::RawEvent::Aggregated(mut a) => {
+                    a.time_us = Some(t / 1000);
+                    TraceEvent::Aggregated(a)
+                }
+                crate::raw::RawEvent::SchemeStat(s) => TraceEvent::SchemeStat(s),
+            });
+        }
+        Ok(())
     }
 
     /// Calls `f` with each complete line available now (without its line
@@ -442,18 +503,26 @@ impl TraceSession {
     /// may be something to read (false only when the time ran out).
     pub fn wait(&self, timeout: std::time::Duration) -> io::Result<bool> {
         use std::os::fd::AsRawFd;
-        let Some(pipe) = self.pipe.as_ref() else {
+        let files: Vec<&File> = match &self.raw {
+            Some(r) => r.cpus.iter().collect(),
+            None => self.pipe.iter().collect(),
+        };
+        if files.is_empty() {
             std::thread::sleep(timeout);
             return Ok(false);
-        };
-        let mut pfd = libc::pollfd {
-            fd: pipe.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        }
+        let mut pfds: Vec<libc::pollfd> = files
+            .iter()
+            .map(|f| libc::pollfd {
+                fd: f.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd, for the duration of the call.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        // SAFETY: valid pollfds, as many as given, for the duration of the
+        // call.
+        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
         if rc < 0 {
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::Interrupted {
@@ -476,6 +545,7 @@ impl TraceSession {
 impl Drop for TraceSession {
     fn drop(&mut self) {
         self.pipe = None;
+        self.raw = None;
         let _ = fs::write(
             self.instance.join("events/damon/damon_aggregated/enable"),
             "0",
@@ -489,6 +559,102 @@ impl Drop for TraceSession {
         }
         let _ = fs::remove_dir(&self.instance);
     }
+}
+
+impl Raw {
+    /// Bytes a read asks for: a whole sub-buffer (a page, unless
+    /// `buffer_subbuf_size_kb` says more), which one read returns.
+    fn buf_len(&self) -> usize {
+        self.layout.page_len().max(READ_CHUNK)
+    }
+}
+
+/// The binary form of `instance`'s trace, if the kernel describes every
+/// field udamon reads and each CPU's pipe opens; else why not, and the
+/// reader goes to the text pipe (as it does with `UDAMON_TRACE_RAW=0`).
+fn open_raw(instance: &Path, scheme_stats: bool) -> Result<Raw, String> {
+    use crate::raw::{EventFormat, Layout, PageFormat};
+    if std::env::var(RAW_ENV).is_ok_and(|v| v == "0") {
+        return Err(format!("{RAW_ENV}=0"));
+    }
+    let read = |p: &str| read_whole(&instance.join(p)).map_err(|e| format!("cannot read {p}: {e}"));
+    let page = PageFormat::parse(&read("events/header_page")?)
+        .ok_or("events/header_page has no layout udamon knows")?;
+    let format = |e: &str| -> Result<EventFormat, String> {
+        let p = format!("events/damon/{e}/format");
+        EventFormat::parse(&read(&p)?).ok_or(format!("{p} has no ID or a malformed field"))
+    };
+    let aggregated = format("damon_aggregated")?;
+    let scheme_stat = if scheme_stats {
+        Some(format(SCHEME_STAT_EVENT)?)
+    } else {
+        None
+    };
+    let sub_kb = read("buffer_subbuf_size_kb")
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok());
+    let layout = Layout::new(
+        page,
+        aggregated,
+        scheme_stat,
+        sub_kb.map_or(4096, |k| k.saturating_mul(1024)),
+    );
+    if !layout.usable() {
+        return Err("the events' formats lack a field udamon reads".into());
+    }
+    let mut dirs: Vec<(usize, PathBuf)> = fs::read_dir(instance.join("per_cpu"))
+        .map_err(|e| format!("cannot list per_cpu: {e}"))?
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok()?;
+            Some((n, e.path()))
+        })
+        .collect();
+    dirs.sort();
+    let cpus: Vec<File> = dirs
+        .iter()
+        .map(|(_, d)| {
+            let p = d.join("trace_pipe_raw");
+            OpenOptions::new()
+                .read(true)
+                .custom_flags(libc_o_nonblock())
+                .open(&p)
+                .map_err(|e| format!("cannot open {}: {e}", p.display()))
+        })
+        .collect::<Result<_, _>>()?;
+    if cpus.is_empty() {
+        return Err("per_cpu has no CPU".into());
+    }
+    Ok(Raw {
+        layout,
+        cpus,
+        page: crate::raw::Page::default(),
+    })
+}
+
+/// A tracefs file's text, read with large reads: `header_page` gives its
+/// text to a first read only, and `std::fs::read_to_string` starts with a
+/// probe of 32 bytes (it read as `"\tfield: u64 timestamp;\toffset:0;"`
+/// and nothing more on Linux 7.3).
+fn read_whole(path: &Path) -> io::Result<String> {
+    let mut f = File::open(path)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        if out.len() > 1 << 20 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "longer than 1 MiB",
+            ));
+        }
+    }
+    String::from_utf8(out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// `O_NONBLOCK` on Linux (every architecture udamon builds for).
@@ -660,6 +826,8 @@ mod tests {
             pipe: Some(File::open(inst.join("trace_pipe")).unwrap()),
             partial: Vec::new(),
             buf: vec![0; READ_CHUNK],
+            raw: None,
+            text_why: None,
         };
         t.wait(std::time::Duration::from_millis(1)).unwrap();
         let mut got = Vec::new();
@@ -670,6 +838,94 @@ mod tests {
             parse_aggregated(&got[2999]).unwrap().region.start,
             2999 << 12
         );
+    }
+
+    #[test]
+    fn the_binary_pages_of_every_cpu_are_read_in_time_order() {
+        use crate::raw::tests::{aggregated_record, page, AGGREGATED, HEADER_PAGE};
+        let root = tempfile::tempdir().unwrap();
+        let inst = root.path().join("inst");
+        fs::create_dir_all(inst.join("events/damon/damon_aggregated")).unwrap();
+        fs::write(inst.join("events/header_page"), HEADER_PAGE).unwrap();
+        fs::write(
+            inst.join("events/damon/damon_aggregated/format"),
+            AGGREGATED,
+        )
+        .unwrap();
+        // Without per-CPU pipes: the text pipe.
+        assert!(open_raw(&inst, false).unwrap_err().contains("per_cpu"));
+        // The kdamond moved from CPU 1 to CPU 0 in the middle of a window:
+        // two pages on CPU 1 (its first events), one on CPU 0.
+        let r = |s: u64| Some(aggregated_record(77, 0, 3, (s, s + 4096, 1, 2)));
+        let cpu1 = [
+            page(100, &[(0, r(0x1000))], 0),
+            page(200, &[(0, r(0x2000))], 0),
+        ]
+        .concat();
+        let cpu0 = page(300, &[(0, r(0x3000))], 0);
+        for (cpu, pages) in [(0, cpu0), (1, cpu1)] {
+            let d = inst.join(format!("per_cpu/cpu{cpu}"));
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("trace_pipe_raw"), pages).unwrap();
+        }
+        // No scheme-stats format although asked for: the text pipe.
+        assert!(open_raw(&inst, true)
+            .unwrap_err()
+            .contains("damos_stat_after_apply_interval/format"));
+        let raw = open_raw(&inst, false).expect("the binary form");
+        let mut t = TraceSession {
+            instance: inst.clone(),
+            scheme_stats: false,
+            pipe: None,
+            partial: Vec::new(),
+            buf: vec![0; raw.buf_len()],
+            raw: Some(raw),
+            text_why: None,
+        };
+        assert!(t.is_raw());
+        let mut got = Vec::new();
+        t.for_each_event(|e| match e {
+            TraceEvent::Aggregated(a) => got.push((a.time_us, a.pid, a.region.start)),
+            TraceEvent::SchemeStat(_) => unreachable!(),
+        })
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                (Some(0), Some(77), 0x1000),
+                (Some(0), Some(77), 0x2000),
+                (Some(0), Some(77), 0x3000)
+            ]
+        );
+        // Read once: nothing again.
+        let mut again = 0;
+        t.for_each_event(|_| again += 1).unwrap();
+        assert_eq!(again, 0);
+        // An assembler makes the window of them.
+        let mut asm = Assembler::new(1, 5_000, 100_000);
+        let mut snaps = Vec::new();
+        let evs = [
+            (0x1000, 1_000_000_000u64),
+            (0x2000, 1_000_000_100),
+            (0x3000, 1_000_000_200),
+        ];
+        for (s, t) in evs {
+            let ev = AggregatedEvent {
+                time_us: Some(t / 1000),
+                pid: Some(77),
+                target_id: 0,
+                nr_regions: 3,
+                region: RegionSnapshot {
+                    start: s,
+                    end: s + 4096,
+                    nr_accesses: 1,
+                    age: 2,
+                },
+            };
+            snaps.extend(asm.push(ev));
+        }
+        assert_eq!(snaps.len(), 1);
+        assert_eq!(snaps[0].targets[0].regions.len(), 3);
     }
 
     #[test]

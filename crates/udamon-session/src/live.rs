@@ -15,7 +15,7 @@ use serde::Serialize;
 use udamon_core::schemes::{Action, Damos, DamosStats};
 use udamon_core::softdirty::SoftDirtyReset;
 use udamon_core::{Attrs, Engine, Mode, Monitor, Operations, Snapshot, Target};
-use udamon_kdamon::trace::{parse_aggregated, parse_scheme_stat, Assembler, TraceSession};
+use udamon_kdamon::trace::{Assembler, TraceEvent, TraceSession};
 use udamon_kdamon::{KTarget, KdamonConfig, KdamonDriver, OpsKind};
 use udamon_proc::{
     proc_field, system_ram, unsupported_reason, AccessMode, Paced, PaddrOps, ProcOps,
@@ -939,7 +939,12 @@ fn start_kernel(spec: &Spec, targets: Vec<KTarget>, positional: bool) -> Result<
     let index = slot.as_ref().map_or(0, udamon_kdamon::Slot::index);
     // The tracepoint first, so no aggregation is missed.
     let trace = match TraceSession::open_for(root, index) {
-        Ok(t) => Some(t),
+        Ok(t) => {
+            if let Some(why) = t.text_why() {
+                source.push_str(&format!(" (text: {why})"));
+            }
+            Some(t)
+        }
         Err(e) if positional => {
             return Err(Error::Capability(format!(
                 "monitoring a program's processes on kernel DAMON needs the \
@@ -2120,8 +2125,8 @@ impl Kernel {
         let trace_stats = &mut self.trace_stats;
         let pid = self.pid;
         session
-            .for_each_line(|line| {
-                if let Some(ev) = parse_scheme_stat(line) {
+            .for_each_event(|ev| match ev {
+                TraceEvent::SchemeStat(ev) => {
                     // Ours only: the kdamond's thread, its one context.
                     if ev.ctx_idx == 0 && (pid.is_none() || ev.pid == pid) {
                         let i = ev.scheme_idx as usize;
@@ -2132,9 +2137,8 @@ impl Kernel {
                             trace_stats[i] = Some(ev.stats);
                         }
                     }
-                    return;
                 }
-                if let Some(ev) = parse_aggregated(line) {
+                TraceEvent::Aggregated(ev) => {
                     if let Some(mut s) = asm.push(ev) {
                         if let Some(f) = f {
                             name_targets(&mut s, f, last_regions);
