@@ -125,11 +125,12 @@ impl MapsWatch {
             if udamon_proc::read_proc_file(&path, &mut self.buf, false).is_err() {
                 continue;
             }
-            let text = String::from_utf8_lossy(&self.buf).into_owned();
+            // Hashed as read: text unchanged since the last read is
+            // neither copied nor parsed.
             let hash = {
                 use std::hash::{Hash, Hasher};
                 let mut h = std::collections::hash_map::DefaultHasher::new();
-                text.hash(&mut h);
+                self.buf.hash(&mut h);
                 h.finish()
             };
             if let Some(last) = self.last.get_mut(&t.idx).filter(|l| l.hash == hash) {
@@ -137,7 +138,9 @@ impl MapsWatch {
                 last.polls = 0;
                 continue;
             }
-            let Ok(maps) = udamon_proc::maps::parse_maps(&text, &path) else {
+            let Ok(maps) =
+                udamon_proc::maps::parse_maps(&String::from_utf8_lossy(&self.buf), &path)
+            else {
                 continue;
             };
             let pid = t.pid;
